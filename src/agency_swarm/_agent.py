@@ -1,0 +1,168 @@
+"""Agent: an openai-agents Agent that can message other agents and runs its own turn loop."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents import Agent as _SDKAgent
+from agents import FunctionTool, Model, ModelProvider, MultiProvider
+
+from ._chart import USER
+from ._errors import ConfigError
+from ._events import Event
+from ._results import ResponseStream, RunResult
+from ._threads import ThreadManager
+
+DEFAULT_CHAT_ID = "default"
+DEFAULT_MAX_STEPS = 50
+DEFAULT_MAX_RECURSION_DEPTH = 5
+
+
+@dataclass(kw_only=True, eq=False)
+class Wiring:
+    """Where an agent sits: its threads, whom it may message, the agency-wide settings."""
+
+    thread_manager: ThreadManager
+    recipients: dict[str, Agent] = field(default_factory=dict)
+    send_tool: FunctionTool | None = None
+    shared_instructions: str | None = None
+    max_depth: int = DEFAULT_MAX_RECURSION_DEPTH
+    model_provider: ModelProvider | None = None
+    _models: dict[str, Model] = field(default_factory=dict)
+
+    def resolve_model(self, agent: Agent) -> Model:
+        """Resolved at call time, so `agent.model = ...` after the agency is built takes effect."""
+        model = agent.model
+        if isinstance(model, Model):
+            return model
+        if model is not None and not isinstance(model, str):
+            raise ConfigError(
+                f"Agent {agent.name!r} has model={model!r}; use a model name (str) or an agents.Model instance."
+            )
+        key = model or ""
+        resolved = self._models.get(key)
+        if resolved is None:
+            if self.model_provider is None:
+                self.model_provider = MultiProvider()
+            resolved = self._models[key] = self.model_provider.get_model(model)
+        return resolved
+
+
+@dataclass(kw_only=True, eq=False)
+class Agent(_SDKAgent[Any]):
+    """An `agents.Agent` plus `description` (shown to agents that may message it) and `max_steps`.
+
+    Outside an agency it works alone with its own in-memory threads; inside one, it uses the agency's.
+    """
+
+    description: str | None = None
+    """What this agent does; other agents see it in their send_message tool."""
+    max_steps: int = DEFAULT_MAX_STEPS
+    """The most model calls this agent may make in one turn before MaxStepsExceeded."""
+
+    # Identity semantics: the SDK's dataclass equality compares every field and makes agents unhashable.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.description is not None and not isinstance(self.description, str):
+            raise ConfigError(f"Agent {self.name!r}: description must be a str, got {type(self.description).__name__}.")
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
+            raise ConfigError(f"Agent {self.name!r}: max_steps must be an int >= 1, got {self.max_steps!r}.")
+        if self.handoffs:
+            raise ConfigError(
+                f"Agent {self.name!r} has handoffs; agency_swarm agents talk through the agency chart instead: "
+                "Agency([a, [a, b]]) lets a message b."
+            )
+        if self.handoff_description is not None and self.description is None:
+            self.description = self.handoff_description
+        object.__setattr__(self, "_wiring", None)
+
+    # -- wiring (set by Agency) ------------------------------------------------------------------
+    @property
+    def wiring(self) -> Wiring:
+        wiring: Wiring | None = self.__dict__.get("_wiring")
+        if wiring is None:
+            wiring = Wiring(thread_manager=ThreadManager())
+            object.__setattr__(self, "_wiring", wiring)
+        return wiring
+
+    def _attach(self, wiring: Wiring) -> None:
+        object.__setattr__(self, "_wiring", wiring)
+
+    # -- running -------------------------------------------------------------------------------
+    async def get_response(
+        self,
+        message: str,
+        *,
+        chat_id: str | None = None,
+        sender_name: str | None = None,
+        context: Any = None,
+        additional_instructions: str | None = None,
+    ) -> RunResult:
+        """Run one complete turn on the thread sender->self (sender defaults to the user)."""
+        stream = self._open(message, chat_id, sender_name, context, additional_instructions, streaming=False)
+        async for _ in stream:
+            pass
+        return stream.result
+
+    def get_response_stream(
+        self,
+        message: str,
+        *,
+        chat_id: str | None = None,
+        sender_name: str | None = None,
+        context: Any = None,
+        additional_instructions: str | None = None,
+    ) -> ResponseStream:
+        """The same turn as an async iterator of events, nested agents' events included."""
+        return self._open(message, chat_id, sender_name, context, additional_instructions, streaming=True)
+
+    def _open(
+        self,
+        message: str,
+        chat_id: str | None,
+        sender_name: str | None,
+        context: Any,
+        additional_instructions: str | None,
+        *,
+        streaming: bool,
+    ) -> ResponseStream:
+        from ._loop import top_level_turn
+
+        if not isinstance(message, str):
+            raise ConfigError(f"message must be a str, got {type(message).__name__}.")
+        if additional_instructions is not None and not isinstance(additional_instructions, str):
+            raise ConfigError("additional_instructions must be a str or None.")
+        caller = USER if sender_name is None else sender_name
+        chat = DEFAULT_CHAT_ID if chat_id is None else chat_id
+
+        def start(stream: ResponseStream) -> AsyncGenerator[Event, None]:
+            return top_level_turn(
+                self, message, caller=caller, chat_id=chat, context=context,
+                additional_instructions=additional_instructions, stream=stream,
+            )
+
+        return ResponseStream(start, streaming=streaming)
+
+    def get_response_sync(
+        self,
+        message: str,
+        *,
+        chat_id: str | None = None,
+        sender_name: str | None = None,
+        context: Any = None,
+        additional_instructions: str | None = None,
+    ) -> RunResult:
+        """Blocking form for scripts and notebooks; works inside a running event loop too."""
+        from ._sync import run_sync
+
+        return run_sync(
+            self.get_response(
+                message, chat_id=chat_id, sender_name=sender_name, context=context,
+                additional_instructions=additional_instructions,
+            )
+        )

@@ -1,0 +1,107 @@
+"""The stream's event types; every event names its agent, caller, depth and chat id."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(kw_only=True, slots=True)
+class Event:
+    """Base of every streamed event. `caller` is "user" for the entry agent."""
+
+    type: ClassVar[str] = "event"
+    agent: str
+    caller: str
+    depth: int
+    chat_id: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the event, `type` included (raw SDK events are dumped with pydantic)."""
+        data = asdict(self)
+        data["type"] = self.type
+        return data
+
+
+@dataclass(kw_only=True, slots=True)
+class AgentStarted(Event):
+    """An agent began its turn on the thread caller->agent."""
+
+    type: ClassVar[str] = "agent_started"
+    message: str
+
+
+@dataclass(kw_only=True, slots=True)
+class TextDelta(Event):
+    """A piece of the agent's text as the model streams it (streaming only)."""
+
+    type: ClassVar[str] = "text_delta"
+    delta: str
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolCalled(Event):
+    """The model asked for a function tool (not send_message, which has `message_sent`)."""
+
+    type: ClassVar[str] = "tool_called"
+    tool: str
+    call_id: str
+    arguments: str
+
+
+@dataclass(kw_only=True, slots=True)
+class MessageSent(Event):
+    """The agent sent a message to `recipient`; the recipient's events follow, then `tool_output`."""
+
+    type: ClassVar[str] = "message_sent"
+    recipient: str
+    message: str
+    call_id: str
+
+
+@dataclass(kw_only=True, slots=True)
+class ToolOutput(Event):
+    """The output a tool call (or a send_message) gave back to the model."""
+
+    type: ClassVar[str] = "tool_output"
+    tool: str
+    call_id: str
+    output: str
+
+
+@dataclass(kw_only=True, slots=True)
+class AgentFinished(Event):
+    """The agent produced its final output for this turn."""
+
+    type: ClassVar[str] = "agent_finished"
+    output: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        data = Event.to_dict(self)
+        dump = getattr(self.output, "model_dump", None)
+        if callable(dump):
+            data["output"] = dump(mode="json")
+        return data
+
+
+@dataclass(kw_only=True, slots=True)
+class RawModelEvent(Event):
+    """One raw Responses-API stream event from the SDK's model (streaming only)."""
+
+    type: ClassVar[str] = "raw"
+    data: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        dump = getattr(self.data, "model_dump", None)
+        raw = dump(mode="json") if callable(dump) else self.data
+        return {
+            "type": self.type,
+            "agent": self.agent,
+            "caller": self.caller,
+            "depth": self.depth,
+            "chat_id": self.chat_id,
+            "data": raw,
+        }
+
+
+StreamEvent = AgentStarted | TextDelta | ToolCalled | MessageSent | ToolOutput | AgentFinished | RawModelEvent

@@ -1,0 +1,39 @@
+"""Blocking calls for scripts and notebooks: every turn runs on one long-lived background event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def _portal() -> asyncio.AbstractEventLoop:
+    """One loop for all sync calls: an AsyncOpenAI client stays bound to the loop it first ran on."""
+    global _loop
+    with _lock:
+        if _loop is None or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="agency-swarm-sync", daemon=True)
+            thread.start()
+            _loop = loop
+        return _loop
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine to completion from sync code, even when this thread already runs a loop (Jupyter)."""
+    loop = _portal()
+    if threading.current_thread().name == "agency-swarm-sync":
+        coroutine.close()
+        raise RuntimeError("get_response_sync cannot be called from inside an agency_swarm tool; await get_response.")
+    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    try:
+        return future.result()
+    except BaseException:
+        future.cancel()  # Ctrl-C in the caller stops the turn too
+        raise
