@@ -136,4 +136,5 @@ class Agency:
 
     def __repr__(self) -> str:
         entries = ", ".join(agent.name for agent in self._chart.entry_points)
-        return f"Agency(entry_points=[{entries}], agents={len(self._chart.agents)}, flows={len(self.communication_flows)})"
+        flows = len(self.communication_flows)
+        return f"Agency(entry_points=[{entries}], agents={len(self._chart.agents)}, flows={flows})"

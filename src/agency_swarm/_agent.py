@@ -67,7 +67,7 @@ class Agent(_SDKAgent[Any]):
     __hash__ = object.__hash__
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        super().__post_init__()  # type: ignore[no-untyped-call]
         if self.description is not None and not isinstance(self.description, str):
             raise ConfigError(f"Agent {self.name!r}: description must be a str, got {type(self.description).__name__}.")
         if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:

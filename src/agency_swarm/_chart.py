@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -73,7 +74,7 @@ def _build(entries: list[Agent], chains: list[list[Agent]]) -> Chart:
             entry_points.append(agent)
     flows: dict[str, list[str]] = {}
     for chain in chains:
-        for sender, recipient in zip(chain, chain[1:], strict=False):
+        for sender, recipient in itertools.pairwise(chain):
             if sender is recipient:
                 raise ChartError(f"Agent {sender.name!r} cannot message itself; remove it from its own flow.")
             targets = flows.setdefault(sender.name, [])

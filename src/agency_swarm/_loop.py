@@ -224,7 +224,8 @@ async def agent_turn(turn: _Turn, message: str, additional_instructions: str | N
             async with aclosing(_stream_model(turn, setup, model_settings, streamed)) as raw_events:
                 async for event in raw_events:
                     yield event
-            output, usage = streamed.output, streamed.usage
+            output: Sequence[Any] = streamed.output
+            usage = streamed.usage
         else:
             output, usage = await _call_model(turn, setup, model_settings)
         run.record(name, usage)
@@ -306,10 +307,11 @@ def _output_schema(agent: Agent) -> AgentOutputSchemaBase | None:
 
 async def _call_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequence[Any], Any]:
     agent = turn.agent
+    history: Any = turn.thread.items  # plain dicts in Responses-API input shape
     if agent.hooks is not None:
-        await agent.hooks.on_llm_start(turn.run.context(), agent, setup.instructions, turn.thread.items)
+        await agent.hooks.on_llm_start(turn.run.context(), agent, setup.instructions, history)
     response = await setup.model.get_response(
-        setup.instructions, turn.thread.items, settings, setup.tools, setup.schema, [], ModelTracing.DISABLED,
+        setup.instructions, history, settings, setup.tools, setup.schema, [], ModelTracing.DISABLED,
         previous_response_id=None, conversation_id=None, prompt=await _prompt(turn),
     )
     if agent.hooks is not None:
@@ -328,10 +330,11 @@ class _Streamed:
 async def _stream_model(turn: _Turn, setup: _Setup, settings: Any, streamed: _Streamed) -> AsyncGenerator[Event, None]:
     agent, run = turn.agent, turn.run
     name, caller, depth, chat_id = agent.name, turn.caller, turn.depth, run.chat_id
+    history: Any = turn.thread.items
     if agent.hooks is not None:
-        await agent.hooks.on_llm_start(run.context(), agent, setup.instructions, turn.thread.items)
-    events = setup.model.stream_response(
-        setup.instructions, turn.thread.items, settings, setup.tools, setup.schema, [], ModelTracing.DISABLED,
+        await agent.hooks.on_llm_start(run.context(), agent, setup.instructions, history)
+    events: AsyncIterator[Any] = setup.model.stream_response(
+        setup.instructions, history, settings, setup.tools, setup.schema, [], ModelTracing.DISABLED,
         previous_response_id=None, conversation_id=None, prompt=await _prompt(turn),
     )
     completed = None

@@ -11,8 +11,8 @@ from ._errors import ConfigError
 
 Item: TypeAlias = dict[str, Any]
 ThreadsSnapshot: TypeAlias = dict[str, list[Item]]
-LoadThreadsCallback: TypeAlias = Callable[[str], "ThreadsSnapshot | Awaitable[ThreadsSnapshot]"]
-SaveThreadsCallback: TypeAlias = Callable[[str, ThreadsSnapshot], "None | Awaitable[None]"]
+LoadThreadsCallback: TypeAlias = Callable[[str], "Awaitable[ThreadsSnapshot] | ThreadsSnapshot"]
+SaveThreadsCallback: TypeAlias = Callable[[str, ThreadsSnapshot], "Awaitable[None] | None"]
 
 MAX_CHAT_ID_LENGTH = 256
 INTERRUPTED_OUTPUT = "Error: this call was interrupted before it finished; its result is unknown."
@@ -142,7 +142,9 @@ def _validated(loaded: object, chat_id: str) -> Mapping[str, list[Item]]:
         )
     for key, items in loaded.items():
         if not isinstance(key, str) or key.count("->") != 1 or key.startswith("->") or key.endswith("->"):
-            raise ConfigError(f"load_threads_callback returned thread key {key!r} for chat {chat_id!r}; expected {expected}.")
+            raise ConfigError(
+                f"load_threads_callback returned thread key {key!r} for chat {chat_id!r}; expected {expected}."
+            )
         if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
             raise ConfigError(
                 f"load_threads_callback returned thread {key!r} of chat {chat_id!r} that is not a list of dicts; "
@@ -158,7 +160,10 @@ def interrupted_output(call_id: str) -> Item:
 def repair(items: list[Item]) -> list[Item]:
     """Give every function_call without an output a synthetic one, so the model API accepts the thread."""
     answered = {item.get("call_id") for item in items if item.get("type") == "function_call_output"}
-    orphans = [i for i, item in enumerate(items) if item.get("type") == "function_call" and item.get("call_id") not in answered]
+    orphans = [
+        index for index, item in enumerate(items)
+        if item.get("type") == "function_call" and item.get("call_id") not in answered
+    ]
     if not orphans:
         return list(items)
     repaired = list(items)

@@ -8,7 +8,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from agents import AgentOutputSchemaBase, Handoff, Model, ModelResponse, ModelSettings, Tool, Usage
 from agents.models.interface import ModelTracing
@@ -190,8 +190,8 @@ class ScriptedModel(Model):
     def _usage(self) -> ResponseUsage:
         return ResponseUsage(
             input_tokens=self._input_tokens,
-            input_tokens_details=InputTokensDetails(
-                **{name: 0 for name in ("cached_tokens", "cache_write_tokens") if name in InputTokensDetails.model_fields}
+            input_tokens_details=InputTokensDetails.model_validate(
+                {name: 0 for name in ("cached_tokens", "cache_write_tokens") if name in InputTokensDetails.model_fields}
             ),
             output_tokens=self._output_tokens,
             output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
@@ -239,7 +239,7 @@ class ScriptedModel(Model):
                       total_tokens=self._input_tokens + self._output_tokens)
         return ModelResponse(output=list(output), usage=usage, response_id=f"resp_{next(_ids)}")
 
-    async def stream_response(  # type: ignore[override]  # an async generator is the natural implementation
+    async def stream_response(
         self,
         system_instructions: str | None,
         input: str | list[Any],
@@ -288,10 +288,12 @@ class _Events:
         self.sequence = itertools.count()
         self.index = 0
 
-    def _response(self, output: list[Any], status: str, usage: ResponseUsage | None) -> Response:
+    def _response(
+        self, output: list[Any], status: Literal["completed", "in_progress"], usage: ResponseUsage | None
+    ) -> Response:
         return Response(
             id=self.response_id, created_at=time.time(), model="scripted-model", object="response", output=output,
-            tool_choice="auto", tools=[], parallel_tool_calls=True, status=status, usage=usage,  # type: ignore[arg-type]
+            tool_choice="auto", tools=[], parallel_tool_calls=True, status=status, usage=usage,
         )
 
     def created(self) -> ResponseCreatedEvent:
@@ -345,7 +347,7 @@ class _Events:
                                                     item_id=item.id or "", output_index=index, delta=item.arguments,
                                                     sequence_number=next(seq)),
             ResponseFunctionCallArgumentsDoneEvent(type="response.function_call_arguments.done",
-                                                   item_id=item.id or "", output_index=index, name=item.name,
+                                                   item_id=item.id or "", output_index=index,
                                                    arguments=item.arguments, sequence_number=next(seq)),
             ResponseOutputItemDoneEvent(type="response.output_item.done", item=item, output_index=index,
                                         sequence_number=next(seq)),
