@@ -13,7 +13,7 @@ from ._chart import USER
 from ._errors import ConfigError
 from ._events import Event
 from ._results import ResponseStream, RunResult
-from ._threads import ThreadManager
+from ._threads import ThreadManager, check_chat_id
 
 DEFAULT_CHAT_ID = "default"
 DEFAULT_MAX_STEPS = 50
@@ -105,9 +105,7 @@ class Agent(_SDKAgent[Any]):
     ) -> RunResult:
         """Run one complete turn on the thread sender->self (sender defaults to the user)."""
         stream = self._open(message, chat_id, sender_name, context, additional_instructions, streaming=False)
-        async for _ in stream:
-            pass
-        return stream.result
+        return await stream._drain()
 
     def get_response_stream(
         self,
@@ -138,7 +136,9 @@ class Agent(_SDKAgent[Any]):
         if additional_instructions is not None and not isinstance(additional_instructions, str):
             raise ConfigError("additional_instructions must be a str or None.")
         caller = USER if sender_name is None else sender_name
-        chat = DEFAULT_CHAT_ID if chat_id is None else chat_id
+        chat = check_chat_id(DEFAULT_CHAT_ID if chat_id is None else chat_id)
+        if not isinstance(caller, str) or not caller or "->" in caller:
+            raise ConfigError(f"sender_name {caller!r} is not a valid sender; use an agent name or leave it out.")
 
         def start(stream: ResponseStream) -> AsyncGenerator[Event, None]:
             return top_level_turn(

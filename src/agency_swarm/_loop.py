@@ -52,7 +52,7 @@ from ._send_message import (
     parse_send_request,
     reentry_refusal,
 )
-from ._threads import ConversationThread, check_chat_id, interrupted_output
+from ._threads import ConversationThread, interrupted_output
 from ._tools import output_item, run_function_tool, unknown_tool_output
 
 # -- the next step after a model response ------------------------------------------------------------
@@ -170,9 +170,6 @@ async def top_level_turn(
     stream: ResponseStream,
 ) -> AsyncGenerator[Event, None]:
     """One turn from outside the agency: load the chat once, run the entry agent, save what was produced."""
-    check_chat_id(chat_id)
-    if not caller or "->" in caller:
-        raise ConfigError(f"sender_name {caller!r} is not a valid sender; use an agent name or leave it out.")
     wiring = agent.wiring
     manager = wiring.thread_manager
     async with manager.lock(chat_id):
@@ -191,10 +188,10 @@ async def top_level_turn(
             RunResult(
                 final_output=turn.output,
                 new_items=thread.items[start:],
-                usage=run.usage.to_usage(),
                 chat_id=chat_id,
                 agent=agent.name,
-                usage_by_agent={name: totals.to_usage() for name, totals in run.usage_by_agent.items()},
+                totals=run.usage,
+                totals_by_agent=run.usage_by_agent,
             )
         )
 
@@ -262,7 +259,9 @@ async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
     if not isinstance(instructions, str) and instructions is not None:
         instructions = await agent.get_system_prompt(turn.run.context())
     parts = [part for part in (wiring.shared_instructions, instructions, additional_instructions) if part]
-    tools: list[Tool] = [tool for tool in agent.tools if await _enabled(tool, turn)]
+    tools: list[Tool] = [tool for tool in agent.tools if getattr(tool, "is_enabled", True) is True]
+    if len(tools) != len(agent.tools):  # some are disabled or decided per run
+        tools = [tool for tool in agent.tools if await _enabled(tool, turn)]
     if agent.mcp_servers:
         tools = [*await agent.get_mcp_tools(turn.run.context()), *tools]
     function_tools = {tool.name: tool for tool in tools if isinstance(tool, FunctionTool)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -23,13 +24,21 @@ class RunResult:
     """The entry agent's final output: a str, or an instance of its `output_type`."""
     new_items: list[dict[str, Any]]
     """The items this turn added to the thread between the caller and the entry agent."""
-    usage: Usage
-    """Usage summed over every model call of the turn, nested agents included."""
     chat_id: str
     agent: str
     """The name of the agent that answered."""
-    usage_by_agent: dict[str, Usage] = field(default_factory=dict)
-    """The same usage split by agent name."""
+    totals: UsageTotals = field(repr=False)
+    totals_by_agent: dict[str, UsageTotals] = field(repr=False, default_factory=dict)
+
+    @property
+    def usage(self) -> Usage:
+        """Usage summed over every model call of the turn, nested agents included."""
+        return self.totals.to_usage()  # built on demand: an agents.Usage costs ~10 µs to construct
+
+    @property
+    def usage_by_agent(self) -> dict[str, Usage]:
+        """The same usage split by agent name."""
+        return {name: totals.to_usage() for name, totals in self.totals_by_agent.items()}
 
 
 class UsageTotals:
@@ -102,10 +111,21 @@ class ResponseStream:
     async def _run(self) -> AsyncGenerator[Event, None]:
         self._started = True
         try:
-            async for event in self._start(self):
-                yield event
+            async with aclosing(self._start(self)) as events:  # closing this closes the whole turn, now
+                async for event in events:
+                    yield event
         finally:
             self._closed.set()
+
+    async def _drain(self) -> RunResult:
+        """The blocking form: run the same event generator to its end, without the iterator wrapper."""
+        self._started = True
+        try:
+            async for _ in self._start(self):
+                pass
+        finally:
+            self._closed.set()
+        return self.result
 
     def _finish(self, result: RunResult) -> None:
         self._result = result
