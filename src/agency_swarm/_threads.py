@@ -42,23 +42,23 @@ def check_chat_id(chat_id: object) -> str:
 class ConversationThread:
     """The items one recipient's model sees on one sender->recipient pair of one chat, in order."""
 
-    __slots__ = ("_listener", "chat_id", "items", "key", "recipient", "sender")
+    __slots__ = ("_listeners", "chat_id", "items", "key", "recipient", "sender")
 
     def __init__(
         self, chat_id: str, sender: str, recipient: str, items: list[Item] | None = None,
-        listener: ItemListener | None = None,
+        listeners: list[ItemListener] | None = None,
     ) -> None:
         self.chat_id = chat_id
         self.sender = sender
         self.recipient = recipient
         self.key = thread_key(sender, recipient)
         self.items: list[Item] = items if items is not None else []
-        self._listener = listener
+        self._listeners = listeners if listeners is not None else []  # shared with the manager
 
     def append(self, item: Item) -> None:
         self.items.append(item)
-        if self._listener is not None:
-            self._listener(self, item)
+        for listener in self._listeners:
+            listener(self, item)
 
     def __repr__(self) -> str:
         return f"ConversationThread({self.chat_id!r}, {self.key!r}, {len(self.items)} items)"
@@ -72,7 +72,6 @@ class ThreadManager:
         *,
         load_threads_callback: LoadThreadsCallback | None = None,
         save_threads_callback: SaveThreadsCallback | None = None,
-        listener: ItemListener | None = None,
     ) -> None:
         for name, callback in (("load_threads_callback", load_threads_callback),
                                ("save_threads_callback", save_threads_callback)):
@@ -80,9 +79,15 @@ class ThreadManager:
                 raise ConfigError(f"{name} must be a function, got {type(callback).__name__}.")
         self._load = load_threads_callback
         self._save = save_threads_callback
-        self._listener = listener
+        self._listeners: list[ItemListener] = []
         self._chats: dict[str, dict[str, ConversationThread]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+
+    def subscribe(self, listener: ItemListener) -> None:
+        """Call `listener(thread, item)` for every item any thread gets from now on, the moment it gets it."""
+        if not callable(listener):
+            raise ConfigError(f"a thread listener must be callable, got {type(listener).__name__}.")
+        self._listeners.append(listener)
 
     # -- reading -----------------------------------------------------------------------------
     def get_thread(self, chat_id: str, sender: str, recipient: str) -> ConversationThread:
@@ -93,7 +98,7 @@ class ThreadManager:
         key = thread_key(sender, recipient)
         thread = threads.get(key)
         if thread is None:
-            thread = threads[key] = ConversationThread(chat_id, sender, recipient, listener=self._listener)
+            thread = threads[key] = ConversationThread(chat_id, sender, recipient, listeners=self._listeners)
         return thread
 
     def get_threads(self, chat_id: str) -> ThreadsSnapshot:
@@ -121,7 +126,7 @@ class ThreadManager:
         threads: dict[str, ConversationThread] = {}
         for key, items in _validated(loaded, chat_id).items():
             sender, recipient = key.split("->", 1)
-            threads[key] = ConversationThread(chat_id, sender, recipient, repair(items), listener=self._listener)
+            threads[key] = ConversationThread(chat_id, sender, recipient, repair(items), listeners=self._listeners)
         self._chats.setdefault(chat_id, {}).update(threads)
 
     async def save(self, chat_id: str) -> None:
