@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -25,7 +26,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from ._demo import main as demo_main
 
-        return demo_main(args.message)
+        try:
+            return demo_main(args.message)
+        except BrokenPipeError:  # e.g. `agency-swarm demo | head`: stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 1
     parser.print_help()
     return 0
 

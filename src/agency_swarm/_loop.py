@@ -236,8 +236,9 @@ async def agent_turn(turn: _Turn, message: str, additional_instructions: str | N
                 continue
             case RunTools(calls=calls):
                 results: list[tuple[int, str, Any]] = []
-                async for event in _run_calls(turn, setup, calls, results):
-                    yield event
+                async with aclosing(_run_calls(turn, setup, calls, results)) as call_events:
+                    async for event in call_events:
+                        yield event
                 stop = _stop_after_tools(agent, results)
                 if stop is not None:
                     step = stop
@@ -447,8 +448,9 @@ async def _run_calls(
                     yield event
         else:
             jobs = [_run_call(turn, setup, step, outputs, index, results) for index, step in enumerate(calls)]
-            async for event in _merge(jobs):
-                yield event
+            async with aclosing(_merge(jobs)) as merged:
+                async for event in merged:
+                    yield event
     finally:
         # Also on failure or cancellation: every function_call on a thread gets its output.
         items = [
@@ -517,14 +519,14 @@ async def _send(
     if pair in run.open_pairs:
         outputs[index] = reentry_refusal(sender, recipient.name)
         return
-    yield MessageSent(
-        agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, recipient=recipient.name,
-        message=request.message, call_id=call.call_id,
-    )
     thread = wiring.thread_manager.get_thread(run.chat_id, sender, recipient.name)
     sub = _Turn(agent=recipient, wiring=recipient.wiring, thread=thread, caller=sender, depth=depth, run=run)
-    run.open_pairs.add(pair)
+    run.open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
     try:
+        yield MessageSent(
+            agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, recipient=recipient.name,
+            message=request.message, call_id=call.call_id,
+        )
         async with aclosing(agent_turn(sub, request.message, request.additional_instructions)) as events:
             async for event in events:
                 yield event
@@ -555,7 +557,7 @@ class _Failed:
 _DONE: Any = object()
 
 
-async def _merge(jobs: list[AsyncGenerator[Event, None]]) -> AsyncIterator[Event]:
+async def _merge(jobs: list[AsyncGenerator[Event, None]]) -> AsyncGenerator[Event, None]:
     """Run several calls at once; their events reach the one ordered channel as they happen."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
 
