@@ -48,6 +48,7 @@ class Agency:
         self._wire()
 
     def _wire(self) -> None:
+        self._wirings: dict[str, Wiring] = {}
         for agent in self._chart.agents.values():
             recipients = {name: self._chart.agents[name] for name in self._chart.recipients_of(agent.name)}
             if recipients and any(getattr(tool, "name", None) == SEND_MESSAGE for tool in agent.tools):
@@ -55,16 +56,17 @@ class Agency:
                     f"Agent {agent.name!r} has its own tool named {SEND_MESSAGE!r}, which the agency reserves for "
                     "messaging; rename that tool."
                 )
-            agent._attach(
-                Wiring(
-                    thread_manager=self.thread_manager,
-                    recipients=recipients,
-                    send_tool=build_send_message_tool(list(recipients.values())) if recipients else None,
-                    shared_instructions=self.shared_instructions,
-                    max_depth=self.max_recursion_depth,
-                    model_provider=self.model_provider,
-                )
+            self._wirings[agent.name] = Wiring(
+                thread_manager=self.thread_manager,
+                recipients=recipients,
+                send_tool=build_send_message_tool(list(recipients.values())) if recipients else None,
+                shared_instructions=self.shared_instructions,
+                max_depth=self.max_recursion_depth,
+                model_provider=self.model_provider,
             )
+        for name, wiring in self._wirings.items():
+            wiring.recipient_wirings = {recipient: self._wirings[recipient] for recipient in wiring.recipients}
+            self._chart.agents[name]._attach(wiring)  # direct agent.get_response(...) calls use this agency
 
     # -- what the chart says ---------------------------------------------------------------------
     @property
@@ -102,9 +104,8 @@ class Agency:
         additional_instructions: str | None = None,
     ) -> RunResult:
         """One turn: the user's message to `recipient_agent` (default: the first entry point)."""
-        return await self._recipient(recipient_agent).get_response(
-            message, chat_id=chat_id, context=context, additional_instructions=additional_instructions
-        )
+        stream = self._open(message, recipient_agent, chat_id, context, additional_instructions, streaming=False)
+        return await stream._drain()
 
     def get_response_stream(
         self,
@@ -116,9 +117,7 @@ class Agency:
         additional_instructions: str | None = None,
     ) -> ResponseStream:
         """The same turn as a stream of events from every agent involved, in order."""
-        return self._recipient(recipient_agent).get_response_stream(
-            message, chat_id=chat_id, context=context, additional_instructions=additional_instructions
-        )
+        return self._open(message, recipient_agent, chat_id, context, additional_instructions, streaming=True)
 
     def get_response_sync(
         self,
@@ -130,8 +129,29 @@ class Agency:
         additional_instructions: str | None = None,
     ) -> RunResult:
         """Blocking form for scripts and notebooks; works inside a running event loop too."""
-        return self._recipient(recipient_agent).get_response_sync(
-            message, chat_id=chat_id, context=context, additional_instructions=additional_instructions
+        from ._sync import run_sync
+
+        return run_sync(
+            self.get_response(
+                message, recipient_agent, chat_id=chat_id, context=context,
+                additional_instructions=additional_instructions,
+            )
+        )
+
+    def _open(
+        self,
+        message: str,
+        recipient_agent: str | Agent | None,
+        chat_id: str | None,
+        context: Any,
+        additional_instructions: str | None,
+        *,
+        streaming: bool,
+    ) -> ResponseStream:
+        agent = self._recipient(recipient_agent)
+        return agent._open(
+            message, chat_id, None, context, additional_instructions, streaming=streaming,
+            wiring=self._wirings[agent.name],
         )
 
     def __repr__(self) -> str:

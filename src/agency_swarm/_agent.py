@@ -26,6 +26,8 @@ class Wiring:
 
     thread_manager: ThreadManager
     recipients: dict[str, Agent] = field(default_factory=dict)
+    recipient_wirings: dict[str, Wiring] = field(default_factory=dict)
+    """Each recipient's wiring in the same agency: an agent shared by two agencies keeps each one's settings."""
     send_tool: FunctionTool | None = None
     shared_instructions: str | None = None
     max_depth: int = DEFAULT_MAX_RECURSION_DEPTH
@@ -84,6 +86,7 @@ class Agent(_SDKAgent[Any]):
     # -- wiring (set by Agency) ------------------------------------------------------------------
     @property
     def wiring(self) -> Wiring:
+        """Used when this agent is called directly: the last agency built with it, or its own threads."""
         wiring: Wiring | None = self.__dict__.get("_wiring")
         if wiring is None:
             wiring = Wiring(thread_manager=ThreadManager())
@@ -128,6 +131,7 @@ class Agent(_SDKAgent[Any]):
         additional_instructions: str | None,
         *,
         streaming: bool,
+        wiring: Wiring | None = None,
     ) -> ResponseStream:
         from ._loop import top_level_turn
 
@@ -142,7 +146,7 @@ class Agent(_SDKAgent[Any]):
 
         def start(stream: ResponseStream) -> AsyncGenerator[Event, None]:
             return top_level_turn(
-                self, message, caller=caller, chat_id=chat, context=context,
+                self, wiring or self.wiring, message, caller=caller, chat_id=chat, context=context,
                 additional_instructions=additional_instructions, stream=stream,
             )
 

@@ -45,4 +45,7 @@ class OutputValidationError(RunError):
 
 
 class ModelError(RunError):
-    """The model reported a failure, or its stream ended without a complete response."""
+    """A streamed model reported `response.failed`, or its stream ended without a complete response.
+
+    Errors the model client raises itself (e.g. `openai.APIStatusError`) pass through unchanged.
+    """

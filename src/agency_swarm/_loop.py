@@ -161,6 +161,7 @@ class _Setup:
 
 async def top_level_turn(
     agent: Agent,
+    wiring: Wiring,
     message: str,
     *,
     caller: str,
@@ -170,7 +171,6 @@ async def top_level_turn(
     stream: ResponseStream,
 ) -> AsyncGenerator[Event, None]:
     """One turn from outside the agency: load the chat once, run the entry agent, save what was produced."""
-    wiring = agent.wiring
     manager = wiring.thread_manager
     async with manager.lock(chat_id):
         await manager.ensure_loaded(chat_id)
@@ -520,7 +520,8 @@ async def _send(
         outputs[index] = reentry_refusal(sender, recipient.name)
         return
     thread = wiring.thread_manager.get_thread(run.chat_id, sender, recipient.name)
-    sub = _Turn(agent=recipient, wiring=recipient.wiring, thread=thread, caller=sender, depth=depth, run=run)
+    sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
+    sub = _Turn(agent=recipient, wiring=sub_wiring, thread=thread, caller=sender, depth=depth, run=run)
     run.open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
     try:
         yield MessageSent(

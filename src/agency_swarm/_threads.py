@@ -81,6 +81,7 @@ class ThreadManager:
         self._save = save_threads_callback
         self._listeners: list[ItemListener] = []
         self._chats: dict[str, dict[str, ConversationThread]] = {}
+        self._loaded: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
 
     def subscribe(self, listener: ItemListener) -> None:
@@ -117,17 +118,24 @@ class ThreadManager:
         return lock
 
     async def ensure_loaded(self, chat_id: str) -> None:
-        """Ask the load callback for a chat the first time it is used in this process."""
-        if chat_id in self._chats or self._load is None:
+        """Ask the load callback for a chat the first time a turn uses it in this process."""
+        if chat_id in self._loaded:
             return
-        loaded = self._load(chat_id)
-        if inspect.isawaitable(loaded):
-            loaded = await loaded
-        threads: dict[str, ConversationThread] = {}
-        for key, items in _validated(loaded, chat_id).items():
-            sender, recipient = key.split("->", 1)
-            threads[key] = ConversationThread(chat_id, sender, recipient, repair(items), listeners=self._listeners)
-        self._chats.setdefault(chat_id, {}).update(threads)
+        if self._load is not None:
+            loaded = self._load(chat_id)
+            if inspect.isawaitable(loaded):
+                loaded = await loaded
+            threads = self._chats.setdefault(chat_id, {})
+            for key, items in _validated(loaded, chat_id).items():
+                sender, recipient = key.split("->", 1)
+                existing = threads.get(key)
+                if existing is None:
+                    threads[key] = ConversationThread(
+                        chat_id, sender, recipient, repair(items), listeners=self._listeners
+                    )
+                else:  # read (and so created) before the first turn: the stored history goes first
+                    existing.items[:0] = repair(items)
+        self._loaded.add(chat_id)
 
     async def save(self, chat_id: str) -> None:
         if self._save is None:
