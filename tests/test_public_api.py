@@ -1,0 +1,136 @@
+"""The public surface: exported names, the exception tree, and what errors carry."""
+
+from __future__ import annotations
+
+import importlib
+
+import pytest
+
+import agency_swarm
+import agency_swarm.testing
+from agency_swarm import (
+    Agency,
+    AgencySwarmError,
+    Agent,
+    ChartError,
+    ConfigError,
+    MaxStepsExceeded,
+    ModelError,
+    OutputValidationError,
+    RunError,
+)
+from agency_swarm.testing import ScriptedModel, ToolCall
+
+EXPECTED_ALL = [
+    "Agency",
+    "AgencySwarmError",
+    "Agent",
+    "AgentFinished",
+    "AgentStarted",
+    "ChartError",
+    "ConfigError",
+    "ConversationThread",
+    "Event",
+    "MaxStepsExceeded",
+    "MessageSent",
+    "ModelError",
+    "ModelSettings",
+    "OutputValidationError",
+    "RawModelEvent",
+    "ResponseStream",
+    "RunError",
+    "RunResult",
+    "StreamEvent",
+    "TextDelta",
+    "ThreadManager",
+    "ToolCalled",
+    "ToolOutput",
+    "function_tool",
+]
+
+EXPECTED_TESTING_ALL = [
+    "Fail",
+    "ModelCall",
+    "ScriptExhausted",
+    "ScriptedModel",
+    "Step",
+    "Text",
+    "ToolCall",
+    "send_message",
+]
+
+EXCEPTIONS = [AgencySwarmError, ChartError, ConfigError, MaxStepsExceeded, ModelError, OutputValidationError, RunError]
+
+
+@pytest.mark.parametrize(
+    ("module_name", "expected"),
+    [("agency_swarm", EXPECTED_ALL), ("agency_swarm.testing", EXPECTED_TESTING_ALL)],
+)
+def test_all_is_pinned_sorted_and_importable(module_name: str, expected: list[str]) -> None:
+    module = importlib.import_module(module_name)
+    assert module.__all__ == expected
+    assert module.__all__ == sorted(module.__all__)
+    assert len(set(module.__all__)) == len(module.__all__)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+
+
+def test_star_import_gives_exactly_all() -> None:
+    namespace: dict[str, object] = {}
+    exec("from agency_swarm import *", namespace)
+    assert sorted(name for name in namespace if name != "__builtins__") == EXPECTED_ALL
+
+
+def test_every_exported_exception_is_an_agency_swarm_error() -> None:
+    exported = [
+        obj
+        for name in agency_swarm.__all__
+        if isinstance(obj := getattr(agency_swarm, name), type) and issubclass(obj, BaseException)
+    ]
+    assert set(exported) == set(EXCEPTIONS)
+    for cls in exported:
+        assert issubclass(cls, AgencySwarmError), cls
+
+
+def test_exception_hierarchy() -> None:
+    assert issubclass(ConfigError, ValueError)
+    assert issubclass(ChartError, ConfigError)
+    assert issubclass(ChartError, ValueError)
+    for cls in (MaxStepsExceeded, ModelError, OutputValidationError):
+        assert issubclass(cls, RunError)
+    assert not issubclass(RunError, ConfigError)
+
+
+def test_run_error_carries_where_it_happened() -> None:
+    error = ModelError("stream died", agent="CEO", chat_id="c1", depth=2)
+    assert (error.agent, error.chat_id, error.depth) == ("CEO", "c1", 2)
+    assert str(error) == "stream died"
+
+
+def test_max_steps_exceeded_carries_agent_chat_depth_and_max_steps() -> None:
+    error = MaxStepsExceeded(agent="CEO", chat_id="c1", depth=0, max_steps=3)
+    assert (error.agent, error.chat_id, error.depth, error.max_steps) == ("CEO", "c1", 0, 3)
+    assert "CEO" in str(error)
+    assert "max_steps=3" in str(error)
+
+
+async def test_max_steps_exceeded_raised_by_a_run() -> None:
+    looping = ScriptedModel(lambda call: ToolCall("nope"))
+    ceo = Agent(name="CEO", model=looping, max_steps=2)
+    with pytest.raises(MaxStepsExceeded) as caught:
+        await Agency(ceo).get_response("go", chat_id="loop")
+    assert (caught.value.agent, caught.value.chat_id, caught.value.depth, caught.value.max_steps) == (
+        "CEO",
+        "loop",
+        0,
+        2,
+    )
+    assert len(looping.calls) == 2
+
+
+def test_testing_helpers_are_the_documented_ones() -> None:
+    assert issubclass(agency_swarm.testing.ScriptExhausted, AssertionError)
+    call = agency_swarm.testing.send_message("Developer", "build", None)
+    assert call == ToolCall(
+        "send_message", {"recipient_agent": "Developer", "message": "build", "additional_instructions": None}
+    )
