@@ -12,6 +12,7 @@ from agents import FunctionTool, Model, ModelProvider, MultiProvider
 from ._chart import USER
 from ._errors import ConfigError
 from ._events import Event
+from ._loop import top_level_turn
 from ._results import ResponseStream, RunResult
 from ._threads import ThreadManager, check_chat_id
 
@@ -133,8 +134,6 @@ class Agent(_SDKAgent[Any]):
         streaming: bool,
         wiring: Wiring | None = None,
     ) -> ResponseStream:
-        from ._loop import top_level_turn
-
         if not isinstance(message, str):
             raise ConfigError(f"message must be a str, got {type(message).__name__}.")
         if additional_instructions is not None and not isinstance(additional_instructions, str):

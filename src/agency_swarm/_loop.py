@@ -12,7 +12,7 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from agents import (
     AgentOutputSchema,
@@ -32,7 +32,9 @@ from agents.models.interface import ModelTracing
 from agents.run_context import AgentHookContext
 from openai.types.responses import ResponseFunctionToolCall
 
-from ._agent import Agent, Wiring
+if TYPE_CHECKING:  # _agent imports this module; at run time the loop needs no name from it
+    from ._agent import Agent, Wiring
+
 from ._errors import ConfigError, MaxStepsExceeded, ModelError, OutputValidationError
 from ._events import (
     AgentFinished,
@@ -100,13 +102,12 @@ NextStep = FinalOutput | RunAgain | RunTools
 class _Run:
     """Shared by every agent of one top-level turn: context, usage budget, sends still waiting for replies."""
 
-    __slots__ = ("_wrapper", "chat_id", "open_pairs", "streaming", "usage", "usage_by_agent", "user_context")
+    __slots__ = ("_wrapper", "chat_id", "open_pairs", "streaming", "usage_by_agent", "user_context")
 
     def __init__(self, chat_id: str, streaming: bool, user_context: Any) -> None:
         self.chat_id = chat_id
         self.streaming = streaming
         self.user_context = user_context
-        self.usage = UsageTotals()
         self.usage_by_agent: dict[str, UsageTotals] = {}
         self.open_pairs: set[tuple[str, str]] = set()
         self._wrapper: AgentHookContext[Any] | None = None
@@ -114,12 +115,12 @@ class _Run:
     def context(self) -> AgentHookContext[Any]:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
         if self._wrapper is None:
-            self._wrapper = AgentHookContext(context=self.user_context, usage=self.usage.to_usage())
+            usage = UsageTotals.sum(self.usage_by_agent.values()).to_usage()
+            self._wrapper = AgentHookContext(context=self.user_context, usage=usage)
         return self._wrapper
 
     def record(self, agent: str, usage: Any) -> None:
         requests = max(1, getattr(usage, "requests", 1) or 1)
-        self.usage.add(requests, usage)
         per_agent = self.usage_by_agent.get(agent)
         if per_agent is None:
             per_agent = self.usage_by_agent[agent] = UsageTotals()
@@ -190,7 +191,7 @@ async def top_level_turn(
                 new_items=thread.items[start:],
                 chat_id=chat_id,
                 agent=agent.name,
-                totals=run.usage,
+                totals=UsageTotals.sum(run.usage_by_agent.values()),
                 totals_by_agent=run.usage_by_agent,
             )
         )
@@ -247,9 +248,8 @@ async def agent_turn(turn: _Turn, message: str, additional_instructions: str | N
                     model_settings = dataclasses.replace(model_settings, tool_choice=None)
             case _:
                 assert_never(step)
-    await _check_output_guardrails(turn, step.output)
-    if agent.hooks is not None:
-        await agent.hooks.on_end(run.context(), agent, step.output)
+    if agent.output_guardrails or agent.hooks is not None:
+        await _before_finishing(turn, step.output)
     turn.output = step.output
     yield AgentFinished(agent=name, caller=caller, depth=depth, chat_id=chat_id, output=step.output)
 
@@ -600,11 +600,12 @@ async def _check_input_guardrails(turn: _Turn, message: str) -> None:
             raise InputGuardrailTripwireTriggered(result)
 
 
-async def _check_output_guardrails(turn: _Turn, output: Any) -> None:
-    if not turn.agent.output_guardrails:
-        return
-    context: RunContextWrapper[Any] = turn.run.context()
-    for guardrail in turn.agent.output_guardrails:
-        result = await guardrail.run(context, turn.agent, output)
+async def _before_finishing(turn: _Turn, output: Any) -> None:
+    """Output guardrails, then the on_end hook."""
+    agent, context = turn.agent, turn.run.context()
+    for guardrail in agent.output_guardrails:
+        result = await guardrail.run(context, agent, output)
         if result.output.tripwire_triggered:
             raise OutputGuardrailTripwireTriggered(result)
+    if agent.hooks is not None:
+        await agent.hooks.on_end(context, agent, output)

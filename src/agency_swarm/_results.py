@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -59,11 +59,23 @@ class UsageTotals:
         self.output_tokens += usage.output_tokens or 0
         self.total_tokens += usage.total_tokens or 0
         details = usage.input_tokens_details
-        if details is not None:
-            self.cached_tokens += getattr(details, "cached_tokens", 0) or 0
+        if details is not None and details.cached_tokens:
+            self.cached_tokens += details.cached_tokens
         out_details = usage.output_tokens_details
-        if out_details is not None:
-            self.reasoning_tokens += getattr(out_details, "reasoning_tokens", 0) or 0
+        if out_details is not None and out_details.reasoning_tokens:
+            self.reasoning_tokens += out_details.reasoning_tokens
+
+    @classmethod
+    def sum(cls, parts: Iterable[UsageTotals]) -> UsageTotals:
+        total = cls()
+        for part in parts:
+            total.requests += part.requests
+            total.input_tokens += part.input_tokens
+            total.output_tokens += part.output_tokens
+            total.total_tokens += part.total_tokens
+            total.cached_tokens += part.cached_tokens
+            total.reasoning_tokens += part.reasoning_tokens
+        return total
 
     def to_usage(self) -> Usage:
         usage = Usage(
@@ -95,7 +107,8 @@ class ResponseStream:
         self.streaming = streaming
         """False when a blocking get_response drives this turn: models are then called without streaming."""
         self._generator: weakref.ref[AsyncGenerator[Event, None]] | None = None
-        self._closed = asyncio.Event()
+        self._finished = False
+        self._closed: asyncio.Event | None = None  # made only when someone waits: blocking turns never do
         self._result: RunResult | None = None
         self._started = False
 
@@ -115,6 +128,11 @@ class ResponseStream:
                 async for event in events:
                     yield event
         finally:
+            self._mark_closed()
+
+    def _mark_closed(self) -> None:
+        self._finished = True
+        if self._closed is not None:
             self._closed.set()
 
     async def _drain(self) -> RunResult:
@@ -124,7 +142,7 @@ class ResponseStream:
             async for _ in self._start(self):
                 pass
         finally:
-            self._closed.set()
+            self._mark_closed()
         return self.result
 
     def _finish(self, result: RunResult) -> None:
@@ -138,19 +156,21 @@ class ResponseStream:
 
     @property
     def done(self) -> bool:
-        return self._closed.is_set()
+        return self._finished
 
     async def aclose(self) -> None:
         """Stop the turn if it is still running and wait until it has been cleaned up and saved."""
         if self._generator is None:
-            self._closed.set()
+            self._mark_closed()
             return
         generator = self._generator()
         if generator is not None:
             await generator.aclose()
         if not self._started:  # never iterated: nothing ran, nothing to clean up
-            self._closed.set()
-        await self._closed.wait()
+            self._mark_closed()
+        if not self._finished:  # the caller broke out; asyncio is closing the turn in another task
+            self._closed = self._closed or asyncio.Event()
+            await self._closed.wait()
 
     async def __aenter__(self) -> ResponseStream:
         return self
