@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from agents import (
     AgentHooks,
+    FunctionTool,
     GuardrailFunctionOutput,
     InputGuardrail,
     InputGuardrailTripwireTriggered,
@@ -579,3 +580,40 @@ async def test_text_step_helper_is_a_plain_reply() -> None:
     result = await agent.get_response("hi")
 
     assert result.final_output == "plain"
+
+
+async def test_a_tool_with_a_timeout_goes_through_the_sdk_and_the_model_reads_the_timeout() -> None:
+    never = asyncio.Event()
+
+    @function_tool(timeout=0.01)
+    async def slow() -> str:
+        """Never finishes on its own."""
+        await never.wait()
+        return "unreachable"
+
+    model = ScriptedModel([ToolCall("slow"), "gave up"])
+    result = await Agency(Agent(name="Solo", tools=[slow], model=model)).get_response("go")
+
+    assert result.final_output == "gave up"
+    assert "timed out" in model.calls[1].tool_outputs[0]
+
+
+async def test_a_hand_written_tool_declaring_run_context_wrapper_gets_the_plain_context() -> None:
+    seen: list[Any] = []
+
+    async def invoke(ctx: RunContextWrapper[Any], arguments: str) -> str:
+        seen.append(ctx)
+        return f"got {arguments}"
+
+    tool = FunctionTool(
+        name="plain",
+        description="A tool written by hand against RunContextWrapper.",
+        params_json_schema={"type": "object", "properties": {}, "required": [], "additionalProperties": False},
+        on_invoke_tool=invoke,
+    )
+    model = ScriptedModel([ToolCall("plain", {}), "ok"])
+    await Agency(Agent(name="Solo", tools=[tool], model=model)).get_response("go", context={"user": 7})
+
+    assert model.calls[1].tool_outputs == ["got {}"]
+    assert seen[0].context == {"user": 7}
+    assert not isinstance(seen[0], ToolContext)  # the SDK's rule: such wrappers get only the base context

@@ -55,12 +55,42 @@ async def run_function_tool(
     if hooks is not None:
         await hooks.on_tool_start(context, agent, tool)
     try:
-        output = await invoke_function_tool(function_tool=tool, context=context, arguments=call.arguments)
+        if tool.timeout_seconds is None and _takes_tool_context(tool):
+            output = await tool.on_invoke_tool(context, call.arguments)
+        else:
+            output = await invoke_function_tool(function_tool=tool, context=context, arguments=call.arguments)
     except Exception as error:  # a tool without a failure_error_function raised; show the model why
         output = error_output(call.name, error)
     if hooks is not None:
         await hooks.on_tool_end(context, agent, tool, output)
     return output
+
+
+_TAKES_TOOL_CONTEXT: dict[int, tuple[object, bool]] = {}
+
+
+def _takes_tool_context(tool: FunctionTool) -> bool:
+    """Whether the SDK would hand this tool our ToolContext unchanged.
+
+    `invoke_function_tool` works that out with `inspect.signature` on every call (~70 µs); the answer depends
+    only on the invoker's signature, so it is asked once per invoker. Anything unexpected means "no", which
+    keeps the SDK's own (slower) path.
+    """
+    invoker = tool.on_invoke_tool
+    known = _TAKES_TOOL_CONTEXT.get(id(invoker))
+    if known is not None and known[0] is invoker:
+        return known[1]
+    try:
+        from agents.tool import _get_function_tool_invoke_context
+
+        probe = ToolContext(context=None, tool_name=tool.name, tool_call_id="probe", tool_arguments="{}")
+        unchanged = _get_function_tool_invoke_context(tool, probe) is probe
+    except Exception:
+        unchanged = False
+    if len(_TAKES_TOOL_CONTEXT) > 4096:  # tools built per request: keep the memo bounded
+        _TAKES_TOOL_CONTEXT.clear()
+    _TAKES_TOOL_CONTEXT[id(invoker)] = (invoker, unchanged)  # holds the invoker so its id is never reused
+    return unchanged
 
 
 def output_item(call: ResponseFunctionToolCall, output: Any) -> dict[str, Any]:
