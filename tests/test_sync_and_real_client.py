@@ -16,7 +16,7 @@ import pytest
 from agents import OpenAIResponsesModel
 from openai import AsyncOpenAI
 
-from agency_swarm import Agency, Agent
+from agency_swarm import Agency, Agent, TextDelta
 from agency_swarm.testing import ScriptedModel, send_message
 
 # -- sync with scripted models ---------------------------------------------------------------------
@@ -244,3 +244,68 @@ async def test_real_client_via_get_response_sync_inside_a_running_loop() -> None
     assert second.final_output == "CEO reports: Developer did: please handle: Add a footer"
     check_delegation_requests(api, "Build a landing page", "Add a footer")
     assert asyncio.get_running_loop() not in api.loops  # the test's own loop stayed free for the client
+
+
+# -- streaming through the real client: Server-Sent Events over the mock transport -------------------------
+
+
+class StreamingResponsesAPI(FakeResponsesAPI):
+    """The same script, answered as the Responses API streams it when the request says "stream": true."""
+
+    def handler(self, request: httpx2.Request) -> httpx2.Response:
+        body = json.loads(request.read())
+        if not body.get("stream"):
+            return super().handler(request)
+        self.requests.append(body)
+        response = self._reply(body)
+        return httpx2.Response(
+            200, headers={"content-type": "text/event-stream"}, content=self._sse(response).encode()
+        )
+
+    def _sse(self, response: dict[str, Any]) -> str:
+        sequence = itertools.count()
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": {**response, "status": "in_progress", "output": []}},
+        ]
+        for index, item in enumerate(response["output"]):
+            events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                for word in text.split(" "):
+                    events.append({
+                        "type": "response.output_text.delta", "item_id": item["id"], "output_index": index,
+                        "content_index": 0, "delta": word + " ", "logprobs": [],
+                    })
+            events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+        events.append({"type": "response.completed", "response": response})
+        return "".join(
+            f"event: {event['type']}\ndata: {json.dumps({**event, 'sequence_number': next(sequence)})}\n\n"
+            for event in events
+        )
+
+
+async def test_real_client_streams_a_nested_turn_in_order() -> None:
+    api = StreamingResponsesAPI()
+    agency = real_client_agency(api)
+
+    stream = agency.get_response_stream("Build a landing page", chat_id="live")
+    events = [event async for event in stream]
+
+    assert all(request["stream"] is True for request in api.requests)
+    kinds = [(event.type, event.agent) for event in events if event.type != "raw"]
+    assert kinds[0] == ("agent_started", "CEO")
+    sent = kinds.index(("message_sent", "CEO"))
+    assert kinds[sent + 1] == ("agent_started", "Developer")
+    assert kinds.index(("agent_finished", "Developer")) < kinds.index(("tool_output", "CEO"))
+    assert kinds[-1] == ("agent_finished", "CEO")
+    developer_text = "".join(
+        event.delta for event in events if isinstance(event, TextDelta) and event.agent == "Developer"
+    )
+    assert developer_text.strip() == "Developer did: please handle: Build a landing page"
+    assert stream.result.final_output == "CEO reports: Developer did: please handle: Build a landing page"
+    assert stream.result.usage.requests == 3
+    assert stream.result.usage.total_tokens == 57
+    threads = agency.thread_manager.get_threads("live")
+    assert [item.get("type") for item in threads["user->CEO"]] == [
+        None, "function_call", "function_call_output", "message",
+    ]
