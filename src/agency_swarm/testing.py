@@ -95,6 +95,7 @@ class ModelCall:
     model_settings: ModelSettings
     output_schema: AgentOutputSchemaBase | None
     stream: bool
+    prompt: Any = None
 
     @property
     def tool_names(self) -> list[str]:
@@ -167,10 +168,10 @@ class ScriptedModel(Model):
 
     # -- choosing the step ------------------------------------------------------------------------
     def _record(self, system: str | None, input: str | list[Any], settings: ModelSettings, tools: list[Tool],
-                schema: AgentOutputSchemaBase | None, stream: bool) -> ModelCall:
+                schema: AgentOutputSchemaBase | None, stream: bool, prompt: Any) -> ModelCall:
         items = [{"role": "user", "content": input}] if isinstance(input, str) else [dict(item) for item in input]
         call = ModelCall(system_instructions=system, input=items, tools=list(tools), model_settings=settings,
-                         output_schema=schema, stream=stream)
+                         output_schema=schema, stream=stream, prompt=prompt)
         self.calls.append(call)
         return call
 
@@ -233,7 +234,7 @@ class ScriptedModel(Model):
         conversation_id: str | None = None,
         prompt: Any = None,
     ) -> ModelResponse:
-        call = self._record(system_instructions, input, model_settings, tools, output_schema, stream=False)
+        call = self._record(system_instructions, input, model_settings, tools, output_schema, False, prompt)
         output = self._items(self._step(call))
         usage = Usage(requests=1, input_tokens=self._input_tokens, output_tokens=self._output_tokens,
                       total_tokens=self._input_tokens + self._output_tokens)
@@ -253,7 +254,7 @@ class ScriptedModel(Model):
         conversation_id: str | None = None,
         prompt: Any = None,
     ) -> AsyncIterator[ResponseStreamEvent]:
-        call = self._record(system_instructions, input, model_settings, tools, output_schema, stream=True)
+        call = self._record(system_instructions, input, model_settings, tools, output_schema, True, prompt)
         step = self._step(call)
         events = _Events(f"resp_{next(_ids)}")
         yield events.created()
