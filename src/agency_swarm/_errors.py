@@ -49,3 +49,18 @@ class ModelError(RunError):
 
     Errors the model client raises itself (e.g. `openai.APIStatusError`) pass through unchanged.
     """
+
+
+class InvalidChatId(ConfigError):
+    """A chat id that is empty, too long, or could address a path or a control sequence."""
+
+
+class StoreError(AgencySwarmError):
+    """A thread store could not read or write (directory not writable, disk full, database down...).
+
+    Items stored before the failure stay readable.
+    """
+
+
+class ItemTooLarge(StoreError, ValueError):
+    """One item is larger than the store's `max_item_bytes`."""
