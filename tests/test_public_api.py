@@ -14,10 +14,13 @@ from agency_swarm import (
     Agent,
     ChartError,
     ConfigError,
+    InvalidChatId,
+    ItemTooLarge,
     MaxStepsExceeded,
     ModelError,
     OutputValidationError,
     RunError,
+    StoreError,
 )
 from agency_swarm.testing import ScriptedModel, ToolCall
 
@@ -31,7 +34,11 @@ EXPECTED_ALL = [
     "ConfigError",
     "ConversationThread",
     "Event",
+    "FileThreadStore",
+    "InvalidChatId",
+    "ItemTooLarge",
     "MaxStepsExceeded",
+    "MemoryThreadStore",
     "MessageSent",
     "ModelError",
     "ModelSettings",
@@ -40,9 +47,13 @@ EXPECTED_ALL = [
     "ResponseStream",
     "RunError",
     "RunResult",
+    "SQLThreadStore",
+    "SQLiteThreadStore",
+    "StoreError",
     "StreamEvent",
     "TextDelta",
     "ThreadManager",
+    "ThreadStore",
     "ToolCalled",
     "ToolOutput",
     "function_tool",
@@ -59,7 +70,10 @@ EXPECTED_TESTING_ALL = [
     "send_message",
 ]
 
-EXCEPTIONS = [AgencySwarmError, ChartError, ConfigError, MaxStepsExceeded, ModelError, OutputValidationError, RunError]
+EXCEPTIONS = [
+    AgencySwarmError, ChartError, ConfigError, InvalidChatId, ItemTooLarge, MaxStepsExceeded, ModelError,
+    OutputValidationError, RunError, StoreError,
+]
 
 
 @pytest.mark.parametrize(

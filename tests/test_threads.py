@@ -428,9 +428,11 @@ async def test_bad_chat_ids_are_rejected_before_any_callback(chat_id: Any) -> No
 
 
 async def test_longest_allowed_chat_id_works() -> None:
-    agency, _, _ = build(ScriptedModel(["ok"]))
-    chat_id = "x" * 256
+    agency, _, _ = build(ScriptedModel(["ok", "ok"]))
+    chat_id = "x" * 200
     assert (await agency.get_response("hi", chat_id=chat_id)).chat_id == chat_id
+    multibyte = "é" * 127  # 254 UTF-8 bytes
+    assert (await agency.get_response("hi", chat_id=multibyte)).chat_id == multibyte
 
 
 # -- concurrency --------------------------------------------------------------------------------------

@@ -8,10 +8,13 @@ from ._errors import (
     AgencySwarmError,
     ChartError,
     ConfigError,
+    InvalidChatId,
+    ItemTooLarge,
     MaxStepsExceeded,
     ModelError,
     OutputValidationError,
     RunError,
+    StoreError,
 )
 from ._events import (
     AgentFinished,
@@ -24,7 +27,10 @@ from ._events import (
     ToolCalled,
     ToolOutput,
 )
+from ._file_store import FileThreadStore
 from ._results import ResponseStream, RunResult
+from ._sql_store import SQLiteThreadStore, SQLThreadStore
+from ._store import MemoryThreadStore, ThreadStore
 from ._threads import ConversationThread, ThreadManager
 
 __all__ = [
@@ -37,7 +43,11 @@ __all__ = [
     "ConfigError",
     "ConversationThread",
     "Event",
+    "FileThreadStore",
+    "InvalidChatId",
+    "ItemTooLarge",
     "MaxStepsExceeded",
+    "MemoryThreadStore",
     "MessageSent",
     "ModelError",
     "ModelSettings",
@@ -46,9 +56,13 @@ __all__ = [
     "ResponseStream",
     "RunError",
     "RunResult",
+    "SQLThreadStore",
+    "SQLiteThreadStore",
+    "StoreError",
     "StreamEvent",
     "TextDelta",
     "ThreadManager",
+    "ThreadStore",
     "ToolCalled",
     "ToolOutput",
     "function_tool",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
+from types import TracebackType
 from typing import Any
 
 from agents import ModelProvider
@@ -12,6 +14,7 @@ from ._chart import Chart, parse_chart
 from ._errors import ConfigError
 from ._results import ResponseStream, RunResult
 from ._send_message import SEND_MESSAGE, build_send_message_tool
+from ._store import ThreadStore
 from ._threads import LoadThreadsCallback, SaveThreadsCallback, ThreadManager
 
 
@@ -30,6 +33,8 @@ class Agency:
         max_recursion_depth: int = DEFAULT_MAX_RECURSION_DEPTH,
         load_threads_callback: LoadThreadsCallback | None = None,
         save_threads_callback: SaveThreadsCallback | None = None,
+        thread_store: ThreadStore | None = None,
+        threads_dir: str | os.PathLike[str] | None = None,
         model_provider: ModelProvider | None = None,
     ) -> None:
         if isinstance(max_recursion_depth, bool) or not isinstance(max_recursion_depth, int) or max_recursion_depth < 0:
@@ -41,8 +46,14 @@ class Agency:
         self._chart: Chart = parse_chart(chart, communication_flows)
         self.shared_instructions = shared_instructions
         self.max_recursion_depth = max_recursion_depth
+        if threads_dir is not None:
+            if thread_store is not None:
+                raise ConfigError("Pass either thread_store or threads_dir, not both.")
+            from ._file_store import FileThreadStore
+
+            thread_store = FileThreadStore(threads_dir)
         self.thread_manager = ThreadManager(
-            load_threads_callback=load_threads_callback, save_threads_callback=save_threads_callback
+            store=thread_store, load_threads_callback=load_threads_callback, save_threads_callback=save_threads_callback
         )
         self.model_provider = model_provider
         self._wire()
@@ -153,6 +164,19 @@ class Agency:
             message, chat_id, None, context, additional_instructions, streaming=streaming,
             wiring=self._wirings[agent.name],
         )
+
+    # -- lifetime ---------------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        """Close the thread store (files, database connections). Stored chats stay stored."""
+        await self.thread_manager.aclose()
+
+    async def __aenter__(self) -> Agency:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
 
     def __repr__(self) -> str:
         entries = ", ".join(agent.name for agent in self._chart.entry_points)

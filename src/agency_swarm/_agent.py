@@ -64,6 +64,9 @@ class Agent(_SDKAgent[Any]):
     """What this agent does; other agents see it in their send_message tool."""
     max_steps: int = DEFAULT_MAX_STEPS
     """The most model calls this agent may make in one turn before MaxStepsExceeded."""
+    history_window: int | None = None
+    """Send the model only a thread's first item and its last N items (never splitting a tool call from its
+    output or a reasoning item from what follows it). Changes what the model sees, never what is stored."""
 
     # Identity semantics: the SDK's dataclass equality compares every field and makes agents unhashable.
     __eq__ = object.__eq__
@@ -75,6 +78,9 @@ class Agent(_SDKAgent[Any]):
             raise ConfigError(f"Agent {self.name!r}: description must be a str, got {type(self.description).__name__}.")
         if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or self.max_steps < 1:
             raise ConfigError(f"Agent {self.name!r}: max_steps must be an int >= 1, got {self.max_steps!r}.")
+        window = self.history_window
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ConfigError(f"Agent {self.name!r}: history_window must be an int >= 1 or None, got {window!r}.")
         if self.handoffs:
             raise ConfigError(
                 f"Agent {self.name!r} has handoffs; agency_swarm agents talk through the agency chart instead: "

@@ -209,7 +209,7 @@ async def agent_turn(turn: _Turn, message: str, additional_instructions: str | N
         await _check_input_guardrails(turn, message)
     if agent.hooks is not None:
         await agent.hooks.on_start(run.context(), agent)
-    turn.thread.append({"role": "user", "content": message})
+    await turn.thread.append({"role": "user", "content": message})
     setup = await _prepare(turn, additional_instructions)
     model_settings = agent.model_settings
     steps = 0
@@ -227,8 +227,7 @@ async def agent_turn(turn: _Turn, message: str, additional_instructions: str | N
         else:
             output, usage = await _call_model(turn, setup, model_settings)
         run.record(name, usage)
-        for item in output:
-            turn.thread.append(item.model_dump(exclude_unset=True))
+        await turn.thread.extend([item.model_dump(exclude_unset=True) for item in output])
         step = _next_step(turn, setup, output)
         match step:
             case FinalOutput():
@@ -307,7 +306,7 @@ def _output_schema(agent: Agent) -> AgentOutputSchemaBase | None:
 
 async def _call_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequence[Any], Any]:
     agent = turn.agent
-    history: Any = turn.thread.items  # plain dicts in Responses-API input shape
+    history: Any = _history(turn)  # plain dicts in Responses-API input shape
     if agent.hooks is not None:
         await agent.hooks.on_llm_start(turn.run.context(), agent, setup.instructions, history)
     response = await setup.model.get_response(
@@ -317,6 +316,30 @@ async def _call_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequen
     if agent.hooks is not None:
         await agent.hooks.on_llm_end(turn.run.context(), agent, response)
     return response.output, response.usage
+
+
+def _history(turn: _Turn) -> list[dict[str, Any]]:
+    items = turn.thread.items
+    window = turn.agent.history_window
+    if window is None or len(items) <= window + 1:
+        return items  # the live list: no copy per model call
+    return window_of(items, window)
+
+
+def window_of(items: list[dict[str, Any]], window: int) -> list[dict[str, Any]]:
+    """The first item and the last `window` items, widened so no call loses its output or reasoning its follower."""
+    start = len(items) - window
+    while start > 1 and _splits(items[start - 1], items[start]):
+        start -= 1
+    return [items[0], *items[start:]]
+
+
+def _splits(before: dict[str, Any], first: dict[str, Any]) -> bool:
+    """Would a cut between these two items orphan something the model API insists on keeping together?"""
+    return (
+        first.get("type") == "function_call_output"  # its call would be cut off
+        or before.get("type") in ("reasoning", "function_call")  # reasoning + follower; parallel calls
+    )
 
 
 class _Streamed:
@@ -330,7 +353,7 @@ class _Streamed:
 async def _stream_model(turn: _Turn, setup: _Setup, settings: Any, streamed: _Streamed) -> AsyncGenerator[Event, None]:
     agent, run = turn.agent, turn.run
     name, caller, depth, chat_id = agent.name, turn.caller, turn.depth, run.chat_id
-    history: Any = turn.thread.items
+    history: Any = _history(turn)
     if agent.hooks is not None:
         await agent.hooks.on_llm_start(run.context(), agent, setup.instructions, history)
     events: AsyncIterator[Any] = setup.model.stream_response(
@@ -457,8 +480,7 @@ async def _run_calls(
             interrupted_output(step.call.call_id) if out is _PENDING else output_item(step.call, out)
             for step, out in zip(calls, outputs, strict=True)
         ]
-        for item in items:
-            turn.thread.append(item)
+        await turn.thread.extend(items)
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
     for step, item in zip(calls, items, strict=True):
         text = item["output"] if isinstance(item["output"], str) else json.dumps(item["output"])

@@ -6,6 +6,7 @@ import itertools
 import json
 import re
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -44,6 +45,7 @@ __all__ = [
 ]
 
 _ids = itertools.count(1)
+_RUN = uuid.uuid4().hex[:8]  # ids stay unique across processes sharing one store, as the real API's are
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ class ScriptedModel(Model):
             elif isinstance(part, ToolCall):
                 number = next(_ids)
                 items.append(ResponseFunctionToolCall(
-                    type="function_call", id=f"fc_{number}", call_id=f"call_{number}", name=part.name,
+                    type="function_call", id=f"fc_{_RUN}_{number}", call_id=f"call_{_RUN}_{number}", name=part.name,
                     arguments=part.arguments_json, status="completed",
                 ))
             else:
@@ -273,7 +275,7 @@ class ScriptedModel(Model):
 
 def _message(text: str) -> ResponseOutputMessage:
     return ResponseOutputMessage(
-        type="message", id=f"msg_{next(_ids)}", role="assistant", status="completed",
+        type="message", id=f"msg_{_RUN}_{next(_ids)}", role="assistant", status="completed",
         content=[ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])],
     )
 

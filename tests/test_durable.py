@@ -1,0 +1,173 @@
+"""History windows, many concurrent chats, per-chat serialization, and keys never reaching the store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from agents import function_tool
+from openai.types.responses import ResponseReasoningItem
+
+from agency_swarm import Agency, Agent, ConfigError, MemoryThreadStore
+from agency_swarm._loop import window_of
+from agency_swarm.testing import ModelCall, ScriptedModel, Text, ToolCall, send_message
+
+# -- history_window ---------------------------------------------------------------------------------------
+
+
+def msg(n: int) -> dict[str, Any]:
+    return {"role": "user", "content": f"m{n}"}
+
+
+def call(n: int) -> dict[str, Any]:
+    return {"type": "function_call", "call_id": f"c{n}", "name": "t", "arguments": "{}"}
+
+
+def out(n: int) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": f"c{n}", "output": "ok"}
+
+
+def test_window_keeps_the_first_item_and_the_last_n() -> None:
+    items = [msg(n) for n in range(10)]
+    assert window_of(items, 3) == [msg(0), msg(7), msg(8), msg(9)]
+
+
+def test_window_never_cuts_an_output_from_its_call_or_a_parallel_group() -> None:
+    items = [msg(0), msg(1), call(1), call(2), out(1), out(2), msg(2)]
+    # the last 3 start at out(2): widen back to the start of the call group
+    assert window_of(items, 3) == [msg(0), call(1), call(2), out(1), out(2), msg(2)]
+
+
+def test_window_never_cuts_a_reasoning_item_from_its_follower() -> None:
+    reasoning = {"type": "reasoning", "id": "rs", "summary": []}
+    items = [msg(0), msg(1), reasoning, {"type": "message", "role": "assistant", "content": []}, msg(2)]
+    assert window_of(items, 2)[1] is reasoning
+
+
+async def test_history_window_changes_what_the_model_sees_not_what_is_stored() -> None:
+    model = ScriptedModel.each_turn(["ok"])
+    store = MemoryThreadStore()
+    agent = Agent(name="Solo", history_window=2, model=model)
+    agency = Agency(agent, thread_store=store)
+    for n in range(5):
+        await agency.get_response(f"turn {n}", chat_id="w")
+    assert model.calls[-1].input == [
+        {"role": "user", "content": "turn 0"},
+        model.calls[-1].input[1],  # the answer to turn 3
+        {"role": "user", "content": "turn 4"},
+    ]
+    assert model.calls[-1].input[1]["role"] == "assistant"
+    assert len((await store.load("w"))["user->Solo"]) == 10  # everything stored: 5 turns of message + answer
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, "3"])
+def test_a_bad_history_window_is_refused(bad: Any) -> None:
+    with pytest.raises(ConfigError, match="history_window"):
+        Agent(name="Solo", history_window=bad)
+
+
+# -- many chats at once -----------------------------------------------------------------------------------
+
+
+def echo(call: ModelCall) -> Any:
+    """Delegate the chat's id once, then echo what came back: every item carries its chat's id."""
+    if not call.tool_outputs:
+        return send_message("Developer", f"id={call.last_user_message}")
+    return Text(f"done {call.tool_outputs[-1]}")
+
+
+async def test_500_concurrent_chats_each_keep_exactly_their_own_items() -> None:
+    ceo = Agent(name="CEO", model=ScriptedModel(echo))
+    dev = Agent(name="Developer", model=ScriptedModel(lambda call: Text(f"dev {call.last_user_message}")))
+    agency = Agency([ceo, [ceo, dev]])
+    ids = [f"chat-{n}" for n in range(500)]
+
+    results = await asyncio.gather(*(agency.get_response(chat_id, chat_id=chat_id) for chat_id in ids))
+
+    for chat_id, result in zip(ids, results, strict=True):
+        assert result.final_output == f"done dev id={chat_id}"
+        threads = agency.thread_manager.get_threads(chat_id)
+        text = json.dumps(threads)
+        assert text.count("chat-") == text.count(f"{chat_id}") > 0  # no other chat's id anywhere
+        assert [i.get("type") for i in threads["user->CEO"]] == [None, "function_call", "function_call_output",
+                                                                   "message"]
+        assert threads["CEO->Developer"][0] == {"role": "user", "content": f"id={chat_id}"}
+
+
+async def test_two_turns_on_one_chat_run_one_after_the_other_in_arrival_order() -> None:
+    release, first_started = asyncio.Event(), asyncio.Event()
+    started: list[str] = []
+
+    @function_tool
+    async def work(label: str) -> str:
+        """Waits for the test."""
+        started.append(label)
+        first_started.set()
+        await release.wait()
+        return label
+
+    def script(call: ModelCall) -> Any:
+        return Text("ok") if call.tool_outputs else ToolCall("work", {"label": call.last_user_message})
+
+    model = ScriptedModel(script)
+    agency = Agency(Agent(name="Solo", tools=[work], model=model))
+    first = asyncio.create_task(agency.get_response("first", chat_id="same"))
+    second = asyncio.create_task(agency.get_response("second", chat_id="same"))
+    await first_started.wait()  # the first turn is inside its tool; the second waits on the chat's lock
+    assert started == ["first"]
+    release.set()
+    await asyncio.gather(first, second)
+    items = agency.thread_manager.get_thread("same", "user", "Solo").items
+    assert [i.get("content") for i in items if i.get("role") == "user"] == ["first", "second"]
+    assert started == ["first", "second"]
+
+
+async def test_an_abandoned_stream_releases_the_chat() -> None:
+    agency = Agency(Agent(name="Solo", model=ScriptedModel.each_turn(["a long answer with words"])))
+    async with agency.get_response_stream("one", chat_id="c") as stream:
+        async for _ in stream:
+            break
+    result = await agency.get_response("two", chat_id="c")  # would wait forever if the lock were still held
+    assert result.final_output == "a long answer with words"
+
+
+async def test_keys_and_authorization_headers_never_reach_stored_items() -> None:
+    store = MemoryThreadStore()
+    ceo = Agent(name="CEO", model=ScriptedModel([send_message("Developer", "x"), "y"]))
+    dev = Agent(name="Developer", model=ScriptedModel(["z"]))
+    await Agency([ceo, [ceo, dev]], thread_store=store).get_response("hi", chat_id="k")
+    dumped = json.dumps(await store.load("k"))
+    assert "sk-" not in dumped
+    assert "Authorization" not in dumped
+    assert "Bearer" not in dumped
+
+
+async def test_reasoning_items_are_stored_with_their_follower() -> None:
+    class Reasoning(ScriptedModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            response = await super().get_response(*args, **kwargs)
+            response.output.insert(0, ResponseReasoningItem(id="rs_1", type="reasoning", summary=[]))
+            return response
+
+    store = MemoryThreadStore()
+    await Agency(Agent(name="Solo", model=Reasoning(["hi"])), thread_store=store).get_response("go", chat_id="r")
+    stored = (await store.load("r"))["user->Solo"]
+    assert [i.get("type") for i in stored] == [None, "reasoning", "message"]
+
+
+async def test_a_reasoning_item_left_last_by_a_crash_is_not_sent_again() -> None:
+    store = MemoryThreadStore()
+    await store.append("r", "user->Solo", [{"role": "user", "content": "go"}, {"type": "reasoning", "id": "rs"}])
+    model = ScriptedModel(["fine"])
+    await Agency(Agent(name="Solo", model=model), thread_store=store).get_response("again", chat_id="r")
+    assert model.calls[0].input == [{"role": "user", "content": "go"}, {"role": "user", "content": "again"}]
+
+
+def test_a_chat_id_with_a_lone_surrogate_is_an_invalid_chat_id() -> None:
+    from agency_swarm import InvalidChatId
+    from agency_swarm._threads import check_chat_id
+
+    with pytest.raises(InvalidChatId):
+        check_chat_id("a\ud800b")
