@@ -6,7 +6,7 @@ import asyncio
 import importlib
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,8 +114,11 @@ async def _postgres_reachable() -> bool:
     return True
 
 
+_CREATED: list[str] = []
+
+
 @pytest.fixture(params=list(BACKENDS))
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     name: str = request.param
     if not _available(name):
         pytest.skip(f"the {name} store is not built yet")
@@ -124,11 +127,20 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
         if os.environ.get("CI") == "true":
             pytest.fail(f"PostgreSQL at {POSTGRES_URL} is unreachable in CI; {how}")
         pytest.skip(f"PostgreSQL at {POSTGRES_URL} is unreachable; {how}")
-    return BACKENDS[name](tmp_path)
+    opened = BACKENDS[name](tmp_path)
+    yield opened
+    if _CREATED and opened.can_delete:  # the postgres database outlives the test: leave it as it was
+        store = await opened.open()
+        for chat_id in _CREATED:
+            await store.delete(chat_id)
+        await store.aclose()
+    _CREATED.clear()
 
 
 def chat() -> str:
-    return f"chat-{uuid.uuid4().hex[:12]}"  # unique: the postgres database outlives the test
+    chat_id = f"contract-{uuid.uuid4().hex[:12]}"
+    _CREATED.append(chat_id)
+    return chat_id
 
 
 def item(n: int) -> dict[str, Any]:
