@@ -171,3 +171,65 @@ def test_a_chat_id_with_a_lone_surrogate_is_an_invalid_chat_id() -> None:
 
     with pytest.raises(InvalidChatId):
         check_chat_id("a\ud800b")
+
+
+# -- store failures and secrets ------------------------------------------------------------------------------
+
+
+class FailingAfter(MemoryThreadStore):
+    """Accepts `ok` appends, then fails like a full disk."""
+
+    def __init__(self, ok: int) -> None:
+        super().__init__()
+        self.ok = ok
+
+    async def append(self, chat_id: str, thread_key: str, items: list[dict[str, Any]]) -> None:
+        if self.ok == 0:
+            from agency_swarm import StoreError
+
+            raise StoreError("Thread store could not append: [Errno 28] No space left on device")
+        self.ok -= 1
+        await super().append(chat_id, thread_key, items)
+
+
+async def test_a_store_failure_fails_the_turn_clearly_and_keeps_what_was_stored() -> None:
+    from agency_swarm import StoreError
+
+    store = FailingAfter(ok=2)
+    ceo = Agent(name="CEO", model=ScriptedModel([send_message("Developer", "x"), "y"]))
+    dev = Agent(name="Developer", model=ScriptedModel(["z"]))
+    with pytest.raises(StoreError, match="No space left"):
+        await Agency([ceo, [ceo, dev]], thread_store=store).get_response("hi", chat_id="full")
+    stored = await store.load("full")
+    assert stored["user->CEO"][0] == {"role": "user", "content": "hi"}
+    assert stored["user->CEO"][1]["type"] == "function_call"
+
+
+async def test_the_api_key_never_reaches_stored_files_or_logs(tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    import httpx2
+    from agents import OpenAIResponsesModel
+    from openai import AsyncOpenAI
+
+    from test_sync_and_real_client import FakeResponsesAPI
+
+    secret = "sk-test-0123456789abcdefghijklmnop"
+    api = FakeResponsesAPI()
+    client = AsyncOpenAI(api_key=secret, base_url="http://testserver/v1",
+                         http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)))
+    ceo = Agent(name="CEO", instructions="You are the CEO.",
+                model=OpenAIResponsesModel(model="m", openai_client=client))
+    dev = Agent(name="Developer", instructions="You are the Developer.",
+                model=OpenAIResponsesModel(model="m", openai_client=client))
+    caplog.set_level(logging.DEBUG)
+    async with Agency([ceo, [ceo, dev]], threads_dir=tmp_path / "threads") as agency:
+        result = await agency.get_response("Build it", chat_id="secret-check")
+    assert result.final_output.startswith("CEO reports:")
+    stored = "".join(path.read_text() for path in (tmp_path / "threads").iterdir())
+    assert "Build it" in stored
+    assert secret not in stored
+    assert "Authorization" not in stored
+    assert "Bearer" not in stored
+    assert secret not in caplog.text
+    await client.close()
