@@ -233,3 +233,33 @@ async def test_the_api_key_never_reaches_stored_files_or_logs(tmp_path: Any, cap
     assert "Bearer" not in stored
     assert secret not in caplog.text
     await client.close()
+
+
+async def test_a_fast_calls_output_is_stored_while_a_slower_call_after_it_still_runs() -> None:
+    store = MemoryThreadStore()
+    first_output_stored = asyncio.Event()
+    seen_by_slow: list[list[str]] = []
+
+    @function_tool
+    async def fast() -> str:
+        """Returns at once."""
+        return "quick"
+
+    @function_tool
+    async def slow() -> str:
+        """Waits until the fast call's output is stored, then looks at the store."""
+        await first_output_stored.wait()
+        stored = (await store.load("eager"))["user->Solo"]
+        seen_by_slow.append([item.get("type") or "user" for item in stored])
+        return "late"
+
+    agent = Agent(name="Solo", tools=[fast, slow], model=ScriptedModel([[ToolCall("fast"), ToolCall("slow")], "ok"]))
+    agency = Agency(agent, thread_store=store)
+    agency.thread_manager.subscribe(
+        lambda thread, item: first_output_stored.set() if item.get("type") == "function_call_output" else None
+    )
+    await agency.get_response("go", chat_id="eager")
+
+    assert seen_by_slow == [["user", "function_call", "function_call", "function_call_output"]]
+    stored = (await store.load("eager"))["user->Solo"]
+    assert [item.get("output") for item in stored if item.get("type") == "function_call_output"] == ["quick", "late"]

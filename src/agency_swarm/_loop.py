@@ -462,32 +462,62 @@ _PENDING: Any = object()
 async def _run_calls(
     turn: _Turn, setup: _Setup, calls: list[ToolCallStep], results: list[tuple[int, str, Any]]
 ) -> AsyncGenerator[Event, None]:
-    """Run one response's calls (concurrently when several); append their outputs in call order."""
+    """Run one response's calls (concurrently when several); store each output as soon as all before it exist."""
     outputs: list[Any] = [_PENDING] * len(calls)
+    writer = _OutputWriter(turn.thread, calls, outputs)
     try:
         if len(calls) == 1:
             async with aclosing(_run_call(turn, setup, calls[0], outputs, 0, results)) as events:
                 async for event in events:
                     yield event
         else:
-            jobs = [_run_call(turn, setup, step, outputs, index, results) for index, step in enumerate(calls)]
+            jobs = [
+                writer.after(_run_call(turn, setup, step, outputs, index, results))
+                for index, step in enumerate(calls)
+            ]
             async with aclosing(_merge(jobs)) as merged:
                 async for event in merged:
                     yield event
     finally:
-        # Also on failure or cancellation: every function_call on a thread gets its output.
-        items = [
-            interrupted_output(step.call.call_id) if out is _PENDING else output_item(step.call, out)
-            for step, out in zip(calls, outputs, strict=True)
-        ]
-        await turn.thread.extend(items)
+        await writer.settle(final=True)  # also on failure or cancellation: every function_call gets its output
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
-    for step, item in zip(calls, items, strict=True):
+    for step, item in zip(calls, writer.items, strict=True):
         text = item["output"] if isinstance(item["output"], str) else json.dumps(item["output"])
         yield ToolOutput(
             agent=name, caller=caller, depth=depth, chat_id=chat_id, tool=step.call.name,
             call_id=step.call.call_id, output=text,
         )
+
+
+class _OutputWriter:
+    """Appends a response's tool outputs in call order, each as early as that order allows.
+
+    A crash while a slow call runs then loses only the outputs that did not exist yet.
+    """
+
+    def __init__(self, thread: ConversationThread, calls: list[ToolCallStep], outputs: list[Any]) -> None:
+        self.thread, self.calls, self.outputs = thread, calls, outputs
+        self.items: list[dict[str, Any]] = []
+        self._lock = asyncio.Lock()
+
+    async def after(self, job: AsyncGenerator[Event, None]) -> AsyncGenerator[Event, None]:
+        async with aclosing(job) as events:
+            async for event in events:
+                yield event
+        await self.settle()
+
+    async def settle(self, *, final: bool = False) -> None:
+        async with self._lock:
+            ready: list[dict[str, Any]] = []
+            while len(self.items) < len(self.calls):
+                index = len(self.items)
+                call, out = self.calls[index].call, self.outputs[index]
+                if out is _PENDING and not final:
+                    break
+                item = interrupted_output(call.call_id) if out is _PENDING else output_item(call, out)
+                self.items.append(item)
+                ready.append(item)
+            await self.thread.extend(ready)
 
 
 async def _run_call(
