@@ -64,17 +64,17 @@ LoadThreadsCallback: TypeAlias = Callable[[str], "Awaitable[Threads | None] | Th
 SaveThreadsCallback: TypeAlias = Callable[[str, Threads], "Awaitable[None] | None"]
 
 
-class CallbackThreadStore:
+class CallbackThreadStore(MemoryThreadStore):
     """The foundation's `load_threads_callback` / `save_threads_callback` as a store.
 
-    `load` asks the load callback; `append` keeps items in memory; at the end of every top-level turn
+    `load` asks the load callback; appends are kept in memory; at the end of every top-level turn
     (`end_turn`, called by the ThreadManager) the save callback gets the chat's whole snapshot.
     """
 
     def __init__(self, load: LoadThreadsCallback | None = None, save: SaveThreadsCallback | None = None) -> None:
+        super().__init__()
         self._load = load
         self._save = save
-        self._chats: dict[str, Threads] = {}
 
     async def load(self, chat_id: str) -> Threads:
         loaded: Any = None
@@ -86,25 +86,12 @@ class CallbackThreadStore:
         self._chats[chat_id] = {key: list(items) for key, items in threads.items()}
         return threads
 
-    async def append(self, chat_id: str, thread_key: str, items: list[Item]) -> None:
-        self._chats.setdefault(chat_id, {}).setdefault(thread_key, []).extend(items)
-
     async def end_turn(self, chat_id: str) -> None:
         if self._save is None:
             return
-        snapshot = {key: list(items) for key, items in self._chats.get(chat_id, {}).items()}
-        result = self._save(chat_id, snapshot)
+        result = self._save(chat_id, await MemoryThreadStore.load(self, chat_id))
         if inspect.isawaitable(result):
             await result
-
-    async def list_chats(self) -> list[str]:
-        return [chat_id for chat_id, threads in self._chats.items() if threads]
-
-    async def delete(self, chat_id: str) -> None:
-        self._chats.pop(chat_id, None)
-
-    async def aclose(self) -> None:
-        return None
 
 
 def validated_threads(loaded: object, chat_id: str, *, source: str) -> Threads:
