@@ -263,3 +263,38 @@ async def test_a_fast_calls_output_is_stored_while_a_slower_call_after_it_still_
     assert seen_by_slow == [["user", "function_call", "function_call", "function_call_output"]]
     stored = (await store.load("eager"))["user->Solo"]
     assert [item.get("output") for item in stored if item.get("type") == "function_call_output"] == ["quick", "late"]
+
+
+# -- set-up errors and housekeeping -------------------------------------------------------------------------
+
+
+def test_conflicting_persistence_options_are_refused(tmp_path: Any) -> None:
+    agent = Agent(name="Solo", model=ScriptedModel([]))
+    with pytest.raises(ConfigError, match="thread_store or threads_dir"):
+        Agency(agent, thread_store=MemoryThreadStore(), threads_dir=tmp_path)
+    with pytest.raises(ConfigError, match="callbacks"):
+        Agency(agent, thread_store=MemoryThreadStore(), save_threads_callback=lambda chat, threads: None)
+    with pytest.raises(ConfigError, match="ThreadStore protocol"):
+        Agency(agent, thread_store=object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="model_provider"):
+        Agency(agent, model_provider="openai")  # type: ignore[arg-type]
+
+
+async def test_delete_chat_forgets_it_here_and_in_the_store() -> None:
+    store = MemoryThreadStore()
+    agency = Agency(Agent(name="Solo", model=ScriptedModel.each_turn(["ok"])), thread_store=store)
+    await agency.get_response("hi", chat_id="gone")
+    await agency.get_response("hi", chat_id="kept")
+    await agency.thread_manager.delete_chat("gone")
+    assert await store.list_chats() == ["kept"]
+    assert agency.thread_manager.get_threads("gone") == {}
+    result = await agency.get_response("again", chat_id="gone")  # starts afresh
+    assert result.new_items[0] == {"role": "user", "content": "again"}
+    assert len(agency.thread_manager.get_thread("gone", "user", "Solo").items) == 2
+
+
+def test_reprs_say_what_they_hold() -> None:
+    ceo, dev = Agent(name="CEO", model=ScriptedModel([])), Agent(name="Developer", model=ScriptedModel([]))
+    agency = Agency([ceo, [ceo, dev]])
+    assert repr(agency) == "Agency(entry_points=[CEO], agents=2, flows=1)"
+    assert repr(agency.thread_manager.get_thread("c", "user", "CEO")) == "ConversationThread('c', 'user->CEO', 0 items)"
