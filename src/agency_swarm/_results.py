@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -66,7 +66,9 @@ class UsageTotals:
             self.reasoning_tokens += out_details.reasoning_tokens
 
     @classmethod
-    def sum(cls, parts: Iterable[UsageTotals]) -> UsageTotals:
+    def sum(cls, parts: Collection[UsageTotals]) -> UsageTotals:
+        if len(parts) == 1:  # one agent answered: its totals are the turn's
+            return next(iter(parts))
         total = cls()
         for part in parts:
             total.requests += part.requests

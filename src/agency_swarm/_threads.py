@@ -10,7 +10,6 @@ from ._store import (
     CallbackThreadStore,
     Item,
     LoadThreadsCallback,
-    MemoryThreadStore,
     SaveThreadsCallback,
     Threads,
     ThreadStore,
@@ -128,7 +127,8 @@ class ThreadManager:
             )
         if uses_callbacks:
             store = CallbackThreadStore(load_threads_callback, save_threads_callback)
-        self.store: ThreadStore = store if store is not None else MemoryThreadStore()
+        self.store: ThreadStore | None = store
+        """None: this process's memory only (the threads here are the store; nothing is copied)."""
         self._listeners: list[ItemListener] = []
         self._chats: dict[str, dict[str, ConversationThread]] = {}
         self._loaded: set[str] = set()
@@ -174,6 +174,9 @@ class ThreadManager:
         """Load a chat from the store the first time a turn uses it in this process; repair what a crash left."""
         if chat_id in self._loaded:
             return
+        if self.store is None:
+            self._loaded.add(chat_id)
+            return
         stored = validated_threads(await self.store.load(chat_id), chat_id, source=type(self.store).__name__)
         threads = self._chats.setdefault(chat_id, {})
         for key, items in stored.items():
@@ -191,7 +194,7 @@ class ThreadManager:
 
     async def save(self, chat_id: str) -> None:
         """End of a top-level turn: stores that want a whole snapshot (the callback adapter) get it now."""
-        end_turn = getattr(self.store, "end_turn", None)
+        end_turn = getattr(self.store, "end_turn", None)  # None for a None store too
         if end_turn is not None:
             await end_turn(chat_id)
 
@@ -201,10 +204,12 @@ class ThreadManager:
         async with self.lock(chat_id):
             self._chats.pop(chat_id, None)
             self._loaded.discard(chat_id)
-            await self.store.delete(chat_id)
+            if self.store is not None:
+                await self.store.delete(chat_id)
 
     async def aclose(self) -> None:
-        await self.store.aclose()
+        if self.store is not None:
+            await self.store.aclose()
 
 
 def interrupted_output(call_id: str) -> Item:
