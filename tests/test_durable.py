@@ -298,3 +298,20 @@ def test_reprs_say_what_they_hold() -> None:
     agency = Agency([ceo, [ceo, dev]])
     assert repr(agency) == "Agency(entry_points=[CEO], agents=2, flows=1)"
     assert repr(agency.thread_manager.get_thread("c", "user", "CEO")) == "ConversationThread('c', 'user->CEO', 0 items)"
+
+
+async def test_with_a_store_idle_chats_leave_memory_and_come_back_whole() -> None:
+    store = MemoryThreadStore()
+    model = ScriptedModel(lambda call: f"{len(call.input)} items seen")
+    agency = Agency(Agent(name="Solo", model=model), thread_store=store, max_chats_in_memory=2)
+    for chat_id in ("a", "b", "c"):
+        await agency.get_response("first", chat_id=chat_id)
+    assert sorted(agency.thread_manager.chat_ids()) == ["b", "c"]  # "a" was the least recently used
+    result = await agency.get_response("second", chat_id="a")
+    assert result.final_output == "3 items seen"  # first, its answer, second: loaded back from the store
+    assert sorted(agency.thread_manager.chat_ids()) == ["a", "c"]
+
+
+def test_a_bad_memory_limit_is_refused() -> None:
+    with pytest.raises(ConfigError, match="max_chats_in_memory"):
+        Agency(Agent(name="Solo", model=ScriptedModel([])), max_chats_in_memory=0)

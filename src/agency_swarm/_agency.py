@@ -35,6 +35,7 @@ class Agency:
         save_threads_callback: SaveThreadsCallback | None = None,
         thread_store: ThreadStore | None = None,
         threads_dir: str | os.PathLike[str] | None = None,
+        max_chats_in_memory: int = 10_000,
         model_provider: ModelProvider | None = None,
     ) -> None:
         if isinstance(max_recursion_depth, bool) or not isinstance(max_recursion_depth, int) or max_recursion_depth < 0:
@@ -53,7 +54,8 @@ class Agency:
 
             thread_store = FileThreadStore(threads_dir)
         self.thread_manager = ThreadManager(
-            store=thread_store, load_threads_callback=load_threads_callback, save_threads_callback=save_threads_callback
+            store=thread_store, load_threads_callback=load_threads_callback,
+            save_threads_callback=save_threads_callback, max_chats_in_memory=max_chats_in_memory,
         )
         self.model_provider = model_provider
         self._wire()

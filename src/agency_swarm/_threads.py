@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import Protocol
 
 from ._errors import ConfigError, InvalidChatId
@@ -112,7 +113,12 @@ class ThreadManager:
         store: ThreadStore | None = None,
         load_threads_callback: LoadThreadsCallback | None = None,
         save_threads_callback: SaveThreadsCallback | None = None,
+        max_chats_in_memory: int = 10_000,
     ) -> None:
+        if isinstance(max_chats_in_memory, bool) or not isinstance(max_chats_in_memory, int) or max_chats_in_memory < 1:
+            raise ConfigError(f"max_chats_in_memory must be an int >= 1, got {max_chats_in_memory!r}.")
+        self.max_chats_in_memory = max_chats_in_memory
+        """With a store, chats beyond this many leave memory (least recently used first) and reload when used."""
         for name, callback in (("load_threads_callback", load_threads_callback),
                                ("save_threads_callback", save_threads_callback)):
             if callback is not None and not callable(callback):
@@ -131,7 +137,7 @@ class ThreadManager:
         """None: this process's memory only (the threads here are the store; nothing is copied)."""
         self._listeners: list[ItemListener] = []
         self._chats: dict[str, dict[str, ConversationThread]] = {}
-        self._loaded: set[str] = set()
+        self._loaded: OrderedDict[str, None] = OrderedDict()  # least recently used first
         self._locks: dict[str, asyncio.Lock] = {}
 
     def subscribe(self, listener: ItemListener) -> None:
@@ -173,9 +179,10 @@ class ThreadManager:
     async def ensure_loaded(self, chat_id: str) -> None:
         """Load a chat from the store the first time a turn uses it in this process; repair what a crash left."""
         if chat_id in self._loaded:
+            self._loaded.move_to_end(chat_id)
             return
         if self.store is None:
-            self._loaded.add(chat_id)
+            self._loaded[chat_id] = None
             return
         stored = validated_threads(await self.store.load(chat_id), chat_id, source=type(self.store).__name__)
         threads = self._chats.setdefault(chat_id, {})
@@ -190,7 +197,19 @@ class ThreadManager:
             thread.items[:0] = repaired  # read (and so created) before the first turn: stored history first
             if added:  # a crash cut a call short: the repair is stored too (orphans are a thread's last items)
                 await self.store.append(chat_id, key, added)
-        self._loaded.add(chat_id)
+        self._loaded[chat_id] = None
+        self._evict_idle_chats()
+
+    def _evict_idle_chats(self) -> None:
+        """Everything is in the store: idle chats beyond the limit can leave memory and be loaded again."""
+        excess = len(self._loaded) - self.max_chats_in_memory
+        for chat_id in list(self._loaded)[:max(0, excess)]:
+            lock = self._locks.get(chat_id)
+            if lock is not None and lock.locked():
+                continue  # a turn is running on it (the current one included)
+            del self._loaded[chat_id]
+            self._chats.pop(chat_id, None)
+            self._locks.pop(chat_id, None)
 
     async def save(self, chat_id: str) -> None:
         """End of a top-level turn: stores that want a whole snapshot (the callback adapter) get it now."""
@@ -203,7 +222,7 @@ class ThreadManager:
         check_chat_id(chat_id)
         async with self.lock(chat_id):
             self._chats.pop(chat_id, None)
-            self._loaded.discard(chat_id)
+            self._loaded.pop(chat_id, None)
             if self.store is not None:
                 await self.store.delete(chat_id)
 
