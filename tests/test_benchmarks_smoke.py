@@ -1,0 +1,35 @@
+"""benchmarks/compare.py --quick runs end to end and prints a number for every workload, for both systems."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NUMBER = re.compile(r"^-?[\d,]+(\.\d+)?( \([\d,.]+–[\d,.]+\))?$")
+ROWS = ("W1 ", "W2 one async", "W2 one sync", "W3 ", "W3S the same", "W3S events", "W4 ", "W5 ", "W6 ", "import time")
+
+
+def test_compare_quick_prints_every_workload(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "compare.py"), "--quick", "--out-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "| workload | physical limit | agency_swarm (this project) |"
+    rows = {}
+    for line in lines:
+        if line.startswith("| "):
+            label, *cells = line.strip("| ").split(" | ")
+            rows.setdefault(label, cells)
+    for prefix in ROWS:
+        matching = [cells for label, cells in rows.items() if label.startswith(prefix)]
+        assert matching, f"no row for {prefix!r} in:\n{proc.stdout}"
+        physical, ours = (cell.strip() for cell in matching[0])
+        assert NUMBER.match(ours), (prefix, ours)
+        assert NUMBER.match(physical), (prefix, physical)
+    assert "Framework overhead per model call" in proc.stdout
+    assert list(tmp_path.glob("compare-*-quick.json"))
