@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -115,6 +116,21 @@ class _Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
+def _retry_while_locked(statement: Callable[[], object]) -> None:
+    """Run a set-up statement again while another connection holds the lock, up to the busy timeout."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    pause = 0.001
+    while True:
+        try:
+            statement()
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)  # a worker thread waiting for another process's lock, not test synchronisation
+        pause = min(pause * 2, 0.05)
+
+
 class _SQLiteBackend:
     """One sqlite3 connection, created and used only in this backend's single worker thread.
 
@@ -147,9 +163,12 @@ class _SQLiteBackend:
         conn = sqlite3.connect(self.path, isolation_level=None, timeout=SQLITE_BUSY_TIMEOUT_MS / 1000)
         try:
             conn.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            # Switching to WAL can fail at once with "database is locked" while another connection writes: the busy
+            # handler does not cover it. WAL is stored in the file, so only the first opener switches; others retry.
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                _retry_while_locked(lambda: conn.execute("PRAGMA journal_mode = WAL"))
             conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(_SQL_CREATE.format(seq_type="INTEGER"))
+            _retry_while_locked(lambda: conn.execute(_SQL_CREATE.format(seq_type="INTEGER")))
             if not in_memory:
                 for suffix in ("-wal", "-shm"):
                     with contextlib.suppress(FileNotFoundError):
