@@ -83,9 +83,8 @@ class _OurChat:
         self.agency, self.chat_id, self.turn = agency, chat_id, 0
 
 
-class Ours(System):
-    key = "ours"
-    label = "agency_swarm (this project)"
+class AgencyShaped(System):
+    """An SDK with agency_swarm's shape (`Agent(..., description=...)`, `function_tool`): ours and upstream's."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -101,6 +100,11 @@ class Ours(System):
 
     def add_tool(self, sync: bool) -> Any:
         return self.sdk.function_tool(add_sync if sync else add_async, name_override="add")
+
+
+class Ours(AgencyShaped):
+    key = "ours"
+    label = "agency_swarm (this project)"
 
     def delegate(self, recipient: str, message: str) -> Call:
         return Call("send_message", {"recipient_agent": recipient, "message": message, "additional_instructions": None})

@@ -11,28 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench_fake_model import Call, FakeModel
-from bench_systems import System, add_async, add_sync
+from bench_fake_model import Call
+from bench_systems import AgencyShaped
 
 
-class Upstream(System):
+class Upstream(AgencyShaped):
     key = "upstream"
     label = "agency-swarm 1.x upstream"
-
-    def __init__(self) -> None:
-        super().__init__()
-        import agency_swarm
-
-        self.sdk = agency_swarm
-
-    def agent(self, name: str, model: FakeModel, tools: Sequence[Any] = ()) -> Any:
-        return self.sdk.Agent(
-            name=name, instructions=f"You are {name}. Be brief.", description=f"{name} agent.", model=model,
-            tools=list(tools),
-        )
-
-    def add_tool(self, sync: bool) -> Any:
-        return self.sdk.function_tool(add_sync if sync else add_async, name_override="add")
 
     def delegate(self, recipient: str, message: str) -> Call:
         return Call("send_message", {"recipient_agent": recipient, "message": message, "additional_instructions": ""})
