@@ -4,14 +4,22 @@ from agents import ModelSettings, function_tool
 
 from ._agency import Agency
 from ._agent import Agent
+from ._cost import CostEstimate, ModelPrice
 from ._errors import (
     AgencySwarmError,
     ChartError,
+    ChatPaused,
     ConfigError,
+    ConfigFileError,
     InvalidChatId,
     ItemTooLarge,
     MaxStepsExceeded,
+    ModelAuthenticationError,
     ModelError,
+    ModelRequestError,
+    ModelTimeout,
+    ModelUnavailable,
+    NothingToResume,
     OutputValidationError,
     RunError,
     StoreError,
@@ -19,6 +27,7 @@ from ._errors import (
 from ._events import (
     AgentFinished,
     AgentStarted,
+    ApprovalRequested,
     Event,
     MessageSent,
     RawModelEvent,
@@ -28,32 +37,47 @@ from ._events import (
     ToolOutput,
 )
 from ._file_store import FileThreadStore
-from ._results import ResponseStream, RunResult
+from ._hooks import AgencyHooks
+from ._results import Interruption, ResponseStream, RunResult
+from ._retry import RetryPolicy
 from ._sql_store import SQLiteThreadStore, SQLThreadStore
-from ._store import MemoryThreadStore, ThreadStore
+from ._store import MemoryThreadStore, ThreadStore, TurnLockingStore
 from ._threads import ConversationThread, ThreadManager
 
 __all__ = [
     "Agency",
+    "AgencyHooks",
     "AgencySwarmError",
     "Agent",
     "AgentFinished",
     "AgentStarted",
+    "ApprovalRequested",
     "ChartError",
+    "ChatPaused",
     "ConfigError",
+    "ConfigFileError",
     "ConversationThread",
+    "CostEstimate",
     "Event",
     "FileThreadStore",
+    "Interruption",
     "InvalidChatId",
     "ItemTooLarge",
     "MaxStepsExceeded",
     "MemoryThreadStore",
     "MessageSent",
+    "ModelAuthenticationError",
     "ModelError",
+    "ModelPrice",
+    "ModelRequestError",
     "ModelSettings",
+    "ModelTimeout",
+    "ModelUnavailable",
+    "NothingToResume",
     "OutputValidationError",
     "RawModelEvent",
     "ResponseStream",
+    "RetryPolicy",
     "RunError",
     "RunResult",
     "SQLThreadStore",
@@ -65,5 +89,6 @@ __all__ = [
     "ThreadStore",
     "ToolCalled",
     "ToolOutput",
+    "TurnLockingStore",
     "function_tool",
 ]

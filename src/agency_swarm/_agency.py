@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from agents import ModelProvider
+from agents import Model, ModelProvider, Tool
 
-from ._agent import DEFAULT_MAX_RECURSION_DEPTH, Agent, Wiring
+from ._agent import DEFAULT_CHAT_ID, DEFAULT_MAX_RECURSION_DEPTH, Agent, Wiring
 from ._chart import Chart, parse_chart
 from ._errors import ConfigError
+from ._events import Event
+from ._hooks import AgencyHooks, hook_table
+from ._loop import resume_turn
+from ._placeholders import check_placeholders
 from ._results import ResponseStream, RunResult
+from ._retry import RetryPolicy
 from ._send_message import SEND_MESSAGE, build_send_message_tool
 from ._store import ThreadStore
-from ._threads import LoadThreadsCallback, SaveThreadsCallback, ThreadManager
+from ._threads import LoadThreadsCallback, SaveThreadsCallback, ThreadManager, check_chat_id
 
 
 class Agency:
@@ -37,7 +42,20 @@ class Agency:
         threads_dir: str | os.PathLike[str] | None = None,
         max_chats_in_memory: int = 10_000,
         model_provider: ModelProvider | None = None,
+        retry: RetryPolicy | None = None,
+        hooks: AgencyHooks | None = None,
+        show_tool_errors: bool = True,
     ) -> None:
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigError(f"retry must be an agency_swarm.RetryPolicy or None, got {type(retry).__name__}.")
+        if not isinstance(show_tool_errors, bool):
+            raise ConfigError(f"show_tool_errors must be True or False, got {show_tool_errors!r}.")
+        self.retry = retry
+        """Default RetryPolicy for agents without their own `retry`."""
+        self.hooks = hooks
+        """AgencyHooks told about every agent's start and end, tool calls and messages, in event order."""
+        self._hook_table = hook_table(hooks)
+        self.show_tool_errors = show_tool_errors
         if isinstance(max_recursion_depth, bool) or not isinstance(max_recursion_depth, int) or max_recursion_depth < 0:
             raise ConfigError(f"max_recursion_depth must be an int >= 0, got {max_recursion_depth!r}.")
         if shared_instructions is not None and not isinstance(shared_instructions, str):
@@ -61,8 +79,12 @@ class Agency:
         self._wire()
 
     def _wire(self) -> None:
+        if self.shared_instructions:
+            check_placeholders(self.shared_instructions, "The agency's shared_instructions")
         self._wirings: dict[str, Wiring] = {}
         for agent in self._chart.agents.values():
+            if isinstance(agent.instructions, str):
+                check_placeholders(agent.instructions, f"The instructions of agent {agent.name!r}")
             recipients = {name: self._chart.agents[name] for name in self._chart.recipients_of(agent.name)}
             if recipients and any(getattr(tool, "name", None) == SEND_MESSAGE for tool in agent.tools):
                 raise ConfigError(
@@ -76,10 +98,37 @@ class Agency:
                 shared_instructions=self.shared_instructions,
                 max_depth=self.max_recursion_depth,
                 model_provider=self.model_provider,
+                retry=self.retry,
+                hooks=self._hook_table,
+                show_tool_errors=self.show_tool_errors,
             )
         for name, wiring in self._wirings.items():
             wiring.recipient_wirings = {recipient: self._wirings[recipient] for recipient in wiring.recipients}
             self._chart.agents[name]._attach(wiring)  # direct agent.get_response(...) calls use this agency
+
+    @classmethod
+    def from_config(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        toolkits: Mapping[str, Sequence[Tool]] | None = None,
+        model_provider: ModelProvider | None = None,
+        thread_store: ThreadStore | None = None,
+        threads_dir: str | os.PathLike[str] | None = None,
+        models: Model | Mapping[str, Model] | None = None,
+    ) -> Agency:
+        """An agency described by a YAML (.yaml/.yml) or JSON file; docs/design/config.md has the schema.
+
+        `toolkits` names the tool lists agents ask for by name; `models` maps agent names or model names to
+        `agents.Model` instances (or is one model for every agent). `thread_store`/`threads_dir` override the
+        file's `store:`. An invalid file raises ConfigFileError naming the file, line and key; nothing is built.
+        """
+        from ._config import load_agency
+
+        return load_agency(
+            cls, path, toolkits=toolkits, model_provider=model_provider, thread_store=thread_store,
+            threads_dir=threads_dir, models=models,
+        )
 
     # -- what the chart says ---------------------------------------------------------------------
     @property
@@ -95,6 +144,12 @@ class Agency:
     def communication_flows(self) -> list[tuple[str, str]]:
         """Directed (sender, recipient) name pairs."""
         return [(sender, recipient) for sender, targets in self._chart.flows.items() for recipient in targets]
+
+    def visualize(self, format: str = "mermaid") -> str:
+        """The chart as Mermaid text (`"mermaid"`) or a self-contained HTML page with an SVG drawing (`"html"`)."""
+        from ._visualize import visualize
+
+        return visualize(self, format)
 
     def _recipient(self, recipient_agent: str | Agent | None) -> Agent:
         if recipient_agent is None:
@@ -166,6 +221,66 @@ class Agency:
             message, chat_id, None, context, additional_instructions, streaming=streaming,
             wiring=self._wirings[agent.name],
         )
+
+    # -- pauses and crashes -------------------------------------------------------------------------
+    async def resume(
+        self,
+        chat_id: str | None = None,
+        *,
+        approve: Iterable[str] = (),
+        reject: Iterable[str] = (),
+        context: Any = None,
+    ) -> RunResult:
+        """Continue the chat's unfinished turn from its last stored item.
+
+        After a pause (`result.paused`): the calls in `approve` run, those in `reject` get a rejection the model
+        reads, and calls left undecided pause the turn again. After a crash: calls without outputs run again and
+        nested turns go on where they stopped. Raises `NothingToResume` when the last turn finished.
+        """
+        return await self._open_resume(chat_id, approve, reject, context, streaming=False)._drain()
+
+    def resume_stream(
+        self,
+        chat_id: str | None = None,
+        *,
+        approve: Iterable[str] = (),
+        reject: Iterable[str] = (),
+        context: Any = None,
+    ) -> ResponseStream:
+        """`resume` as a stream of events, like `get_response_stream`."""
+        return self._open_resume(chat_id, approve, reject, context, streaming=True)
+
+    def resume_sync(
+        self,
+        chat_id: str | None = None,
+        *,
+        approve: Iterable[str] = (),
+        reject: Iterable[str] = (),
+        context: Any = None,
+    ) -> RunResult:
+        """Blocking form of `resume`."""
+        from ._sync import run_sync
+
+        return run_sync(self.resume(chat_id, approve=approve, reject=reject, context=context))
+
+    def _open_resume(
+        self, chat_id: str | None, approve: Iterable[str], reject: Iterable[str], context: Any, *, streaming: bool
+    ) -> ResponseStream:
+        chat = check_chat_id(DEFAULT_CHAT_ID if chat_id is None else chat_id)
+        decisions = {}
+        for name, ids in (("approve", approve), ("reject", reject)):
+            if isinstance(ids, str) or not all(isinstance(call_id, str) for call_id in ids):
+                raise ConfigError(f"{name} must be a list of call ids (str), got {ids!r}.")
+            decisions[name] = frozenset(ids)
+        entries = {agent.name: (agent, self._wirings[agent.name]) for agent in self._chart.entry_points}
+
+        def start(stream: ResponseStream) -> AsyncGenerator[Event, None]:
+            return resume_turn(
+                entries, self.thread_manager, chat_id=chat, context=context, approve=decisions["approve"],
+                reject=decisions["reject"], stream=stream,
+            )
+
+        return ResponseStream(start, streaming=streaming)
 
     # -- lifetime ---------------------------------------------------------------------------------
     async def aclose(self) -> None:

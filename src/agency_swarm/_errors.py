@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AgencySwarmError(Exception):
     """Base of every error agency_swarm raises on purpose."""
@@ -45,10 +47,88 @@ class OutputValidationError(RunError):
 
 
 class ModelError(RunError):
-    """A streamed model reported `response.failed`, or its stream ended without a complete response.
+    """The model call failed: the API refused it or kept failing, or a stream reported `response.failed` or
+    ended without a complete response.
 
-    Errors the model client raises itself (e.g. `openai.APIStatusError`) pass through unchanged.
+    The model API's errors (`openai.APIStatusError`, connection errors, timeouts) arrive as the subclasses
+    below, after the agent's RetryPolicy gave up; their messages never contain the API key. Other exceptions a
+    model raises (a bug, a test's scripted failure) pass through unchanged.
     """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        agent: str,
+        chat_id: str,
+        depth: int,
+        model: str | None = None,
+        status_code: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(message, agent=agent, chat_id=chat_id, depth=depth)
+        self.model = model
+        """The model's name, when known."""
+        self.status_code = status_code
+        """The HTTP status of the last failed request, when there was one."""
+        self.request_id = request_id
+        """The provider's request id (`x-request-id`), for its support."""
+
+
+class ModelAuthenticationError(ModelError):
+    """The model API refused the credentials (HTTP 401 or 403). Not retried."""
+
+
+class ModelRequestError(ModelError):
+    """The model API rejected the request itself (HTTP 400, 404, 422...): wrong model name, bad settings. Not
+    retried."""
+
+
+class ModelUnavailable(ModelError):
+    """Transient failures (429, 5xx, connection errors, timeouts) on every attempt the RetryPolicy allowed."""
+
+    def __init__(self, message: str, *, attempts: int, **where: Any) -> None:
+        super().__init__(message, **where)
+        self.attempts = attempts
+        """How many times the call was tried."""
+
+
+class ModelTimeout(ModelUnavailable):
+    """No answer within the agent's `timeout` (or the client's own timeout) on every attempt."""
+
+    def __init__(self, message: str, *, seconds: float | None, attempts: int, **where: Any) -> None:
+        super().__init__(message, attempts=attempts, **where)
+        self.seconds = seconds
+        """The agent's `timeout`; None when the client's own timeout expired."""
+
+
+class ConfigFileError(ConfigError):
+    """A config file is invalid. `path` is the file, `line` (1-based) and `key` (e.g. `agents.CEO.temperature`)
+    say where the first problem is, when that is known; the message lists every problem found."""
+
+    def __init__(self, message: str, *, path: str, line: int | None = None, key: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+        self.key = key
+
+
+class ChatPaused(ConfigError):
+    """A new message reached a chat whose last turn waits for tool approvals; `resume` it first."""
+
+    def __init__(self, message: str, *, chat_id: str, interruptions: list[Any]) -> None:
+        super().__init__(message)
+        self.chat_id = chat_id
+        self.interruptions = interruptions
+        """The `Interruption`s still waiting for approve/reject."""
+
+
+class NothingToResume(ConfigError):
+    """`resume` was asked for a chat whose last turn finished (or that has no turn at all)."""
+
+    def __init__(self, message: str, *, chat_id: str) -> None:
+        super().__init__(message)
+        self.chat_id = chat_id
 
 
 class InvalidChatId(ConfigError):

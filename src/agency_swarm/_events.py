@@ -60,6 +60,16 @@ class MessageSent(Event):
 
 
 @dataclass(kw_only=True, slots=True)
+class ApprovalRequested(Event):
+    """A tool that needs approval was called: the turn pauses; `resume(approve=/reject=)` decides."""
+
+    type: ClassVar[str] = "approval_requested"
+    tool: str
+    call_id: str
+    arguments: str
+
+
+@dataclass(kw_only=True, slots=True)
 class ToolOutput(Event):
     """The output a tool call (or a send_message) gave back to the model."""
 
@@ -104,4 +114,6 @@ class RawModelEvent(Event):
         }
 
 
-StreamEvent = AgentStarted | TextDelta | ToolCalled | MessageSent | ToolOutput | AgentFinished | RawModelEvent
+StreamEvent = (
+    AgentStarted | TextDelta | ToolCalled | ApprovalRequested | MessageSent | ToolOutput | AgentFinished | RawModelEvent
+)

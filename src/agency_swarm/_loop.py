@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, aclosing, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, assert_never
 
@@ -27,18 +28,22 @@ from agents import (
     StopAtTools,
     Tool,
     Usage,
+    agent_span,
+    custom_span,
+    function_span,
 )
 from agents.models.interface import ModelTracing
 from agents.run_context import AgentHookContext
-from openai.types.responses import ResponseFunctionToolCall
+from openai.types.responses import ResponseFunctionToolCall, ResponseUsage
 
 if TYPE_CHECKING:  # _agent imports this module; at run time the loop needs no name from it
     from ._agent import Agent, Wiring
 
-from ._errors import ConfigError, MaxStepsExceeded, ModelError, OutputValidationError
+from ._errors import ChatPaused, ConfigError, MaxStepsExceeded, ModelError, NothingToResume, OutputValidationError
 from ._events import (
     AgentFinished,
     AgentStarted,
+    ApprovalRequested,
     Event,
     MessageSent,
     RawModelEvent,
@@ -46,7 +51,8 @@ from ._events import (
     ToolCalled,
     ToolOutput,
 )
-from ._results import ResponseStream, RunResult, UsageTotals
+from ._hooks import dispatch
+from ._results import Interruption, ResponseStream, RunResult, UsageTotals
 from ._send_message import (
     SEND_MESSAGE,
     depth_refusal,
@@ -54,8 +60,16 @@ from ._send_message import (
     parse_send_request,
     reentry_refusal,
 )
-from ._threads import ConversationThread, interrupted_output
-from ._tools import output_item, run_function_tool, unknown_tool_output
+from ._threads import (
+    ConversationThread,
+    ThreadManager,
+    drop_lost_reasoning,
+    interrupted_output,
+    is_finished,
+    unanswered_calls,
+)
+from ._tools import named_tripwire, output_item, run_function_tool, unknown_tool_output
+from ._tracing import TurnTrace, close_trace, current, finish, open_trace, started
 
 # -- the next step after a model response ------------------------------------------------------------
 
@@ -79,6 +93,8 @@ class FunctionToolCall:
 @dataclass(slots=True)
 class SendMessage:
     call: ResponseFunctionToolCall
+    resume: bool = False
+    """Resuming a stored turn: the recipient may already have this message, or even have answered it."""
 
 
 @dataclass(slots=True)
@@ -102,15 +118,32 @@ NextStep = FinalOutput | RunAgain | RunTools
 class _Run:
     """Shared by every agent of one top-level turn: context, usage budget, sends still waiting for replies."""
 
-    __slots__ = ("_wrapper", "chat_id", "open_pairs", "streaming", "usage_by_agent", "user_context")
+    __slots__ = (
+        "_wrapper", "approved", "chat_id", "interruptions", "open_pairs", "rejected", "streaming", "trace",
+        "usage_by_agent", "usage_by_model", "user_context",
+    )
 
-    def __init__(self, chat_id: str, streaming: bool, user_context: Any) -> None:
+    def __init__(
+        self,
+        chat_id: str,
+        streaming: bool,
+        user_context: Any,
+        approved: frozenset[str] = frozenset(),
+        rejected: frozenset[str] = frozenset(),
+    ) -> None:
         self.chat_id = chat_id
         self.streaming = streaming
         self.user_context = user_context
         self.usage_by_agent: dict[str, UsageTotals] = {}
+        self.usage_by_model: dict[tuple[str, str], UsageTotals] = {}
+        """(agent, model name) -> usage."""
         self.open_pairs: set[tuple[str, str]] = set()
         self._wrapper: AgentHookContext[Any] | None = None
+        self.approved, self.rejected = approved, rejected
+        """Call ids the user decided on in `resume`."""
+        self.interruptions: list[Interruption] = []
+        self.trace: TurnTrace | None = None
+        """None when tracing is off: then no span is made anywhere in the turn."""
 
     def context(self) -> AgentHookContext[Any]:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
@@ -119,12 +152,20 @@ class _Run:
             self._wrapper = AgentHookContext(context=self.user_context, usage=usage)
         return self._wrapper
 
-    def record(self, agent: str, usage: Any) -> None:
-        requests = max(1, getattr(usage, "requests", 1) or 1)
+    def record(self, agent: str, usage: Any, model: Any = None) -> None:
+        # A streamed response's usage (ResponseUsage) is one request; asking that pydantic model for the attribute
+        # it lacks would cost ~2 µs.
+        plain = usage is None or type(usage) is ResponseUsage
+        requests = 1 if plain else max(1, getattr(usage, "requests", 1) or 1)
         per_agent = self.usage_by_agent.get(agent)
         if per_agent is None:
             per_agent = self.usage_by_agent[agent] = UsageTotals()
         per_agent.add(requests, usage)
+        key = (agent, getattr(model, "model_name", None) or type(model).__name__)  # for cost estimates
+        per_model = self.usage_by_model.get(key)
+        if per_model is None:
+            per_model = self.usage_by_model[key] = UsageTotals()
+        per_model.add(requests, usage)
         if self._wrapper is not None:  # keep the SDK context's usage current for tools and hooks
             live = self._wrapper.usage
             live.requests += requests
@@ -143,6 +184,11 @@ class _Turn:
     depth: int
     run: _Run
     output: Any = None
+    paused: bool = False
+    """The turn stopped to wait for tool approvals (its own or a nested agent's)."""
+    parent_span: Any = None
+    """Where this agent's span hangs when tracing: the trace (top level) or the caller's send_message span."""
+    span: Any = None
 
 
 @dataclass(slots=True, eq=False)
@@ -160,7 +206,7 @@ class _Setup:
 # -- entry point ---------------------------------------------------------------------------------------
 
 
-async def top_level_turn(
+def top_level_turn(
     agent: Agent,
     wiring: Wiring,
     message: str,
@@ -172,48 +218,242 @@ async def top_level_turn(
     stream: ResponseStream,
 ) -> AsyncGenerator[Event, None]:
     """One turn from outside the agency: load the chat once, run the entry agent, save what was produced."""
-    manager = wiring.thread_manager
-    async with manager.lock(chat_id):
+
+    async def begin(manager: ThreadManager) -> _Turn:
+        if manager.has_unanswered_calls(chat_id):
+            await _settle_unanswered(manager, agent, wiring, chat_id)
+        return _Turn(
+            agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, caller, agent.name), caller=caller,
+            depth=0, run=_Run(chat_id, stream.streaming, context),
+        )
+
+    return _top_turn(wiring.thread_manager, chat_id, begin, message, additional_instructions, stream)
+
+
+def resume_turn(
+    entries: dict[str, tuple[Agent, Wiring]],
+    manager: ThreadManager,
+    *,
+    chat_id: str,
+    context: Any,
+    approve: frozenset[str],
+    reject: frozenset[str],
+    stream: ResponseStream,
+) -> AsyncGenerator[Event, None]:
+    """Continue the chat's unfinished top-level turn from its last stored item (after a pause or a crash)."""
+
+    async def begin(manager: ThreadManager) -> _Turn:
+        agent, wiring = _unfinished_entry(entries, manager, chat_id)
+        pending = {str(call.get("call_id")) for calls in manager.pending_calls(chat_id).values() for call in calls}
+        unknown = sorted((approve | reject) - pending)
+        if unknown or approve & reject:
+            raise ConfigError(
+                f"resume: call ids {sorted(approve & reject) or unknown} are "
+                f"{'both approved and rejected' if approve & reject else 'not waiting in chat ' + repr(chat_id)}; "
+                f"the calls waiting are: {sorted(pending) or 'none'}."
+            )
+        return _Turn(
+            agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, USER_CALLER, agent.name),
+            caller=USER_CALLER, depth=0, run=_Run(chat_id, stream.streaming, context, approve, reject),
+        )
+
+    return _top_turn(manager, chat_id, begin, None, None, stream)
+
+
+USER_CALLER = "user"
+
+
+async def _top_turn(
+    manager: ThreadManager,
+    chat_id: str,
+    begin: Callable[[ThreadManager], Awaitable[_Turn]],
+    message: str | None,
+    additional_instructions: str | None,
+    stream: ResponseStream,
+) -> AsyncGenerator[Event, None]:
+    """Under the chat's lock: load it, `begin` the entry turn, run it, save, and hand over the RunResult."""
+    async with manager.hold(chat_id):
         await manager.ensure_loaded(chat_id)
-        thread = manager.get_thread(chat_id, caller, agent.name)
+        turn = await begin(manager)
+        run, thread = turn.run, turn.thread
         start = len(thread.items)
-        run = _Run(chat_id, stream.streaming, context)
-        turn = _Turn(agent=agent, wiring=wiring, thread=thread, caller=caller, depth=0, run=run)
+        run.trace = open_trace(turn.agent.name, chat_id)
+        if run.trace is not None:
+            turn.parent_span = run.trace.trace
+        hooks = turn.wiring.hooks
         try:
-            async with aclosing(agent_turn(turn, message, additional_instructions)) as events:
+            async with aclosing(run_agent(turn, message, additional_instructions)) as events:
                 async for event in events:
+                    if hooks is not None:
+                        await dispatch(hooks, event)
                     yield event
         finally:
+            if turn.paused:
+                manager.mark_unanswered(chat_id)
+            if run.trace is not None:
+                close_trace(run.trace)
             await manager.save(chat_id)
         stream._finish(
             RunResult(
                 final_output=turn.output,
                 new_items=thread.items[start:],
                 chat_id=chat_id,
-                agent=agent.name,
+                agent=turn.agent.name,
                 totals=UsageTotals.sum(run.usage_by_agent.values()),
                 totals_by_agent=run.usage_by_agent,
+                totals_by_model=run.usage_by_model,
+                interruptions=run.interruptions,
             )
         )
+
+
+def _unfinished_entry(
+    entries: dict[str, tuple[Agent, Wiring]], manager: ThreadManager, chat_id: str
+) -> tuple[Agent, Wiring]:
+    prefix = USER_CALLER + "->"
+    unfinished = [
+        key[len(prefix):] for key, items in manager.get_threads(chat_id).items()
+        if key.startswith(prefix) and key[len(prefix):] in entries and not is_finished(items)
+    ]
+    if not unfinished:
+        raise NothingToResume(
+            f"Chat {chat_id!r} has no unfinished turn to resume: its last turn ended with a final answer (or it "
+            "has no turn yet). Send a new message instead.",
+            chat_id=chat_id,
+        )
+    if len(unfinished) > 1:
+        raise ConfigError(
+            f"Chat {chat_id!r} has unfinished turns with {', '.join(unfinished)}; pass recipient_agent= to say which "
+            "one to resume."
+        )
+    return entries[unfinished[0]]
+
+
+async def _settle_unanswered(manager: ThreadManager, agent: Agent, wiring: Wiring, chat_id: str) -> None:
+    """Before a new message: calls waiting for approval stop it; calls a crash cut short get "interrupted" outputs."""
+    agents = _reachable(agent, wiring)
+    pending = manager.pending_calls(chat_id)
+    depths = _thread_depths(list(manager.get_threads(chat_id)))
+    waiting: list[Interruption] = []
+    for key, calls in pending.items():
+        sender, recipient = key.split("->", 1)
+        tools = {tool.name: tool for tool in agents[recipient].tools} if recipient in agents else {}
+        for call in calls:
+            tool = tools.get(str(call.get("name")))
+            if isinstance(tool, FunctionTool) and tool.needs_approval is not False:
+                waiting.append(Interruption(
+                    agent=recipient, caller=sender, depth=depths.get(key, 0), chat_id=chat_id,
+                    call_id=str(call.get("call_id")), tool=tool.name, arguments=str(call.get("arguments", "")),
+                ))
+    if waiting:
+        listing = ", ".join(f"{item.call_id} ({item.agent}.{item.tool})" for item in waiting)
+        raise ChatPaused(
+            f"Chat {chat_id!r} is waiting for approval of {listing}; call resume(chat_id, approve=[...], "
+            "reject=[...]) before sending a new message.",
+            chat_id=chat_id, interruptions=waiting,
+        )
+    await manager.repair_chat(chat_id)
+
+
+def _reachable(agent: Agent, wiring: Wiring) -> dict[str, Agent]:
+    found = {agent.name: agent}
+    todo = [wiring]
+    while todo:
+        current = todo.pop()
+        for name, recipient in current.recipients.items():
+            if name not in found:
+                found[name] = recipient
+                todo.append(current.recipient_wirings.get(name) or recipient.wiring)
+    return found
+
+
+def _thread_depths(keys: list[str]) -> dict[str, int]:
+    """A thread's depth is how many sends separate it from a user: user->CEO is 0, CEO->Developer 1."""
+    depth = {key: 0 for key in keys if key.startswith(USER_CALLER + "->")}
+    frontier = list(depth)
+    while frontier:
+        key = frontier.pop(0)
+        recipient = key.split("->", 1)[1]
+        for other in keys:
+            if other not in depth and other.split("->", 1)[0] == recipient:
+                depth[other] = depth[key] + 1
+                frontier.append(other)
+    return depth
 
 
 # -- one agent's turn ------------------------------------------------------------------------------
 
 
-async def agent_turn(turn: _Turn, message: str, additional_instructions: str | None) -> AsyncGenerator[Event, None]:
-    """Model call -> items -> tools and sends -> repeat, until a final output or max_steps."""
+def run_agent(turn: _Turn, message: str | None, additional_instructions: str | None) -> AsyncGenerator[Event, None]:
+    """The agent's turn, inside an agent span when the turn is traced (an extra layer only then)."""
+    if turn.run.trace is None:
+        return agent_turn(turn, message, additional_instructions)
+    return _traced_agent_turn(turn, message, additional_instructions)
+
+
+async def _traced_agent_turn(
+    turn: _Turn, message: str | None, additional_instructions: str | None
+) -> AsyncGenerator[Event, None]:
+    agent = turn.agent
+    output_type = agent.output_type
+    turn.span = span = started(agent_span(
+        name=agent.name, handoffs=[], tools=[getattr(tool, "name", type(tool).__name__) for tool in agent.tools]
+        + ([SEND_MESSAGE] if turn.wiring.send_tool is not None else []),
+        output_type=None if output_type is None else getattr(output_type, "__name__", str(output_type)),
+        parent=turn.parent_span,
+    ))
+    error: BaseException | None = None
+    try:
+        async with aclosing(agent_turn(turn, message, additional_instructions)) as events:
+            async for event in events:
+                yield event
+    except BaseException as failure:
+        error = failure
+        raise
+    finally:
+        finish(span, error)
+
+
+async def agent_turn(
+    turn: _Turn, message: str | None, additional_instructions: str | None
+) -> AsyncGenerator[Event, None]:
+    """Model call -> items -> tools and sends -> repeat, until a final output, a pause, or max_steps.
+
+    `message=None` resumes the thread's unfinished turn: its calls without outputs run first.
+    """
     agent, run = turn.agent, turn.run
     name, caller, depth, chat_id = agent.name, turn.caller, turn.depth, run.chat_id
-    yield AgentStarted(agent=name, caller=caller, depth=depth, chat_id=chat_id, message=message)
-    if agent.input_guardrails:
-        await _check_input_guardrails(turn, message)
-    if agent.hooks is not None:
-        await agent.hooks.on_start(run.context(), agent)
-    await turn.thread.append({"role": "user", "content": message})
+    yield AgentStarted(
+        agent=name, caller=caller, depth=depth, chat_id=chat_id,
+        message=_last_user_message(turn.thread) if message is None else message,
+    )
+    await _begin(turn, message)
     setup = await _prepare(turn, additional_instructions)
     model_settings = agent.model_settings
+    step: NextStep = RunAgain() if message is not None else _resumed_step(turn, setup)
     steps = 0
     while True:
+        match step:
+            case FinalOutput():
+                break
+            case RunAgain():
+                pass
+            case RunTools(calls=calls):
+                outcome = _CallOutcome()
+                async with aclosing(_run_calls(turn, setup, calls, outcome)) as call_events:
+                    async for event in call_events:
+                        yield event
+                if outcome.awaiting:
+                    turn.paused = True  # the calls stay without outputs until resume decides
+                    return
+                stop = _stop_after_tools(agent, outcome.results)
+                if stop is not None:
+                    step = stop
+                    break
+                if agent.reset_tool_choice and model_settings.tool_choice is not None:
+                    model_settings = dataclasses.replace(model_settings, tool_choice=None)
+            case _:
+                assert_never(step)
         if steps == agent.max_steps:
             raise MaxStepsExceeded(agent=name, chat_id=chat_id, depth=depth, max_steps=agent.max_steps)
         steps += 1
@@ -226,31 +466,42 @@ async def agent_turn(turn: _Turn, message: str, additional_instructions: str | N
             usage = streamed.usage
         else:
             output, usage = await _call_model(turn, setup, model_settings)
-        run.record(name, usage)
+        run.record(name, usage, setup.model)
         await turn.thread.extend([item.model_dump(exclude_unset=True) for item in output])
         step = _next_step(turn, setup, output)
-        match step:
-            case FinalOutput():
-                break
-            case RunAgain():
-                continue
-            case RunTools(calls=calls):
-                results: list[tuple[int, str, Any]] = []
-                async with aclosing(_run_calls(turn, setup, calls, results)) as call_events:
-                    async for event in call_events:
-                        yield event
-                stop = _stop_after_tools(agent, results)
-                if stop is not None:
-                    step = stop
-                    break
-                if agent.reset_tool_choice and model_settings.tool_choice is not None:
-                    model_settings = dataclasses.replace(model_settings, tool_choice=None)
-            case _:
-                assert_never(step)
     if agent.output_guardrails or agent.hooks is not None:
         await _before_finishing(turn, step.output)
     turn.output = step.output
     yield AgentFinished(agent=name, caller=caller, depth=depth, chat_id=chat_id, output=step.output)
+
+
+async def _begin(turn: _Turn, message: str | None) -> None:
+    """Guardrails and the on_start hook; then the message joins the thread (a resumed turn has it already)."""
+    agent = turn.agent
+    if message is not None and agent.input_guardrails:
+        await _check_input_guardrails(turn, message)
+    if agent.hooks is not None:
+        await agent.hooks.on_start(turn.run.context(), agent)
+    if message is not None:
+        await turn.thread.append({"role": "user", "content": message})
+
+
+def _last_user_message(thread: ConversationThread) -> str:
+    for item in reversed(thread.items):
+        if item.get("role") == "user" and "type" not in item:
+            content = item.get("content")
+            return content if isinstance(content, str) else json.dumps(content)
+    return ""
+
+
+def _resumed_step(turn: _Turn, setup: _Setup) -> NextStep:
+    """Where a stored, unfinished turn goes on: its calls without outputs, else a new model call."""
+    drop_lost_reasoning(turn.thread.items)
+    calls = [
+        _classify(setup, ResponseFunctionToolCall.model_validate(item), resume=True)
+        for item in unanswered_calls(turn.thread.items)
+    ]
+    return RunTools(calls) if calls else RunAgain()
 
 
 async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
@@ -258,23 +509,42 @@ async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
     instructions = agent.instructions
     if not isinstance(instructions, str) and instructions is not None:
         instructions = await agent.get_system_prompt(turn.run.context())
-    parts = [part for part in (wiring.shared_instructions, instructions, additional_instructions) if part]
-    tools: list[Tool] = [tool for tool in agent.tools if getattr(tool, "is_enabled", True) is True]
-    if len(tools) != len(agent.tools):  # some are disabled or decided per run
-        tools = [tool for tool in agent.tools if await _enabled(tool, turn)]
+    tools: list[Tool] = []
+    if agent.tools:
+        tools = [tool for tool in agent.tools if getattr(tool, "is_enabled", True) is True]
+        if len(tools) != len(agent.tools):  # some are disabled or decided per run
+            tools = [tool for tool in agent.tools if await _enabled(tool, turn)]
     if agent.mcp_servers:
         tools = [*await agent.get_mcp_tools(turn.run.context()), *tools]
-    function_tools = {tool.name: tool for tool in tools if isinstance(tool, FunctionTool)}
+    function_tools = {tool.name: tool for tool in tools if isinstance(tool, FunctionTool)} if tools else {}
     if wiring.send_tool is not None:
         tools.append(wiring.send_tool)
     return _Setup(
         model=wiring.resolve_model(agent),
-        instructions="\n\n".join(parts) if parts else None,
+        instructions=_system_prompt(agent, wiring, instructions, additional_instructions),
         tools=tools,
         function_tools=function_tools,
         schema=_output_schema(agent),
         can_send=wiring.send_tool is not None,
     )
+
+
+def _system_prompt(agent: Agent, wiring: Wiring, own: str | None, additional: str | None) -> str | None:
+    """Shared, own and additional instructions, in that order; placeholders ({{date}}...) expand per turn."""
+    shared = wiring.shared_instructions
+    if shared or additional:
+        parts = [part for part in (shared, own, additional) if part]
+    elif own and "{{" not in own:
+        return own  # the common case: the agent's own instructions as they are
+    else:
+        parts = [own] if own else []
+    if not parts:
+        return None
+    if any("{{" in part for part in parts):
+        from ._placeholders import render
+
+        parts = [render(part, agent_name=agent.name, recipients=wiring.recipients) for part in parts]
+    return "\n\n".join(parts)
 
 
 async def _enabled(tool: Tool, turn: _Turn) -> bool:
@@ -309,13 +579,34 @@ async def _call_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequen
     history: Any = _history(turn)  # plain dicts in Responses-API input shape
     if agent.hooks is not None:
         await agent.hooks.on_llm_start(turn.run.context(), agent, setup.instructions, history)
-    response = await setup.model.get_response(
-        setup.instructions, history, settings, setup.tools, setup.schema, [], ModelTracing.DISABLED,
-        previous_response_id=None, conversation_id=None, prompt=await _prompt(turn),
-    )
+    try:
+        request = setup.model.get_response(
+            setup.instructions, history, settings, setup.tools, setup.schema, [], _model_tracing(turn),
+            previous_response_id=None, conversation_id=None,
+            prompt=None if turn.agent.prompt is None else await _prompt(turn),
+        )
+        if turn.span is None:
+            response = await request
+        else:
+            with _current_span(turn):
+                response = await request
+    except ModelError as error:  # the retry wrapper knows the agent, not the chat or depth
+        error.chat_id, error.depth = turn.run.chat_id, turn.depth
+        raise
     if agent.hooks is not None:
         await agent.hooks.on_llm_end(turn.run.context(), agent, response)
     return response.output, response.usage
+
+
+def _model_tracing(turn: _Turn) -> ModelTracing:
+    return ModelTracing.DISABLED if turn.span is None else ModelTracing.ENABLED
+
+
+def _current_span(turn: _Turn) -> AbstractContextManager[None]:
+    """The agent span as the parent of the model's own spans (a no-op when the turn is not traced)."""
+    if turn.run.trace is None or turn.span is None:
+        return nullcontext()
+    return current(turn.run.trace, turn.span)
 
 
 def _history(turn: _Turn) -> list[dict[str, Any]]:
@@ -357,24 +648,29 @@ async def _stream_model(turn: _Turn, setup: _Setup, settings: Any, streamed: _St
     if agent.hooks is not None:
         await agent.hooks.on_llm_start(run.context(), agent, setup.instructions, history)
     events: AsyncIterator[Any] = setup.model.stream_response(
-        setup.instructions, history, settings, setup.tools, setup.schema, [], ModelTracing.DISABLED,
-        previous_response_id=None, conversation_id=None, prompt=await _prompt(turn),
+        setup.instructions, history, settings, setup.tools, setup.schema, [], _model_tracing(turn),
+        previous_response_id=None, conversation_id=None,
+        prompt=None if turn.agent.prompt is None else await _prompt(turn),
     )
     completed = None
-    try:
-        async for event in events:
-            yield RawModelEvent(agent=name, caller=caller, depth=depth, chat_id=chat_id, data=event)
-            kind = event.type
-            if kind == "response.output_text.delta":
-                yield TextDelta(agent=name, caller=caller, depth=depth, chat_id=chat_id, delta=event.delta)
-            elif kind == "response.completed" or kind == "response.incomplete":
-                completed = event.response
-            elif kind == "response.failed" or kind == "error":
-                raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
-    finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
+    with _current_span(turn):  # the model's response span nests under this agent's span
+        try:
+            async for event in events:
+                yield RawModelEvent(agent=name, caller=caller, depth=depth, chat_id=chat_id, data=event)
+                kind = event.type
+                if kind == "response.output_text.delta":
+                    yield TextDelta(agent=name, caller=caller, depth=depth, chat_id=chat_id, delta=event.delta)
+                elif kind == "response.completed" or kind == "response.incomplete":
+                    completed = event.response
+                elif kind == "response.failed" or kind == "error":
+                    raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
+        except ModelError as error:  # the retry wrapper knows the agent, not the chat or depth
+            error.chat_id, error.depth = chat_id, depth
+            raise
+        finally:
+            close = getattr(events, "aclose", None)
+            if close is not None:
+                await close()
     if completed is None:
         raise ModelError(
             "The model's stream ended before response.completed.", agent=name, chat_id=chat_id, depth=depth
@@ -402,19 +698,20 @@ async def _prompt(turn: _Turn) -> Any:
     return await turn.agent.get_prompt(turn.run.context())
 
 
+def _classify(setup: _Setup, call: ResponseFunctionToolCall, *, resume: bool = False) -> ToolCallStep:
+    if call.name == SEND_MESSAGE and setup.can_send:
+        return SendMessage(call, resume)
+    tool = setup.function_tools.get(call.name)
+    return UnknownTool(call) if tool is None else FunctionToolCall(call, tool)
+
+
 def _next_step(turn: _Turn, setup: _Setup, output: Sequence[Any]) -> NextStep:
     calls: list[ToolCallStep] = []
     texts: list[str] = []
     for item in output:
         kind = item.type
         if kind == "function_call":
-            tool = setup.function_tools.get(item.name)
-            if item.name == SEND_MESSAGE and setup.can_send:
-                calls.append(SendMessage(item))
-            elif tool is not None:
-                calls.append(FunctionToolCall(item, tool))
-            else:
-                calls.append(UnknownTool(item))
+            calls.append(_classify(setup, item))
         elif kind == "message":
             for part in item.content:
                 texts.append(part.text if part.type == "output_text" else getattr(part, "refusal", ""))
@@ -457,14 +754,25 @@ def _stop_after_tools(agent: Agent, results: list[tuple[int, str, Any]]) -> Fina
 
 
 _PENDING: Any = object()
+_AWAITING: Any = object()  # waits for approval: no output is stored until resume decides
+
+
+class _CallOutcome:
+    __slots__ = ("awaiting", "results")
+
+    def __init__(self) -> None:
+        self.results: list[tuple[int, str, Any]] = []
+        """(call index, tool name, output) of the function tools that ran, for tool_use_behavior."""
+        self.awaiting = False
 
 
 async def _run_calls(
-    turn: _Turn, setup: _Setup, calls: list[ToolCallStep], results: list[tuple[int, str, Any]]
+    turn: _Turn, setup: _Setup, calls: list[ToolCallStep], outcome: _CallOutcome
 ) -> AsyncGenerator[Event, None]:
     """Run one response's calls (concurrently when several); store each output as soon as all before it exist."""
     outputs: list[Any] = [_PENDING] * len(calls)
     writer = _OutputWriter(turn.thread, calls, outputs)
+    results = outcome.results
     try:
         if len(calls) == 1:
             async with aclosing(_run_call(turn, setup, calls[0], outputs, 0, results)) as events:
@@ -480,8 +788,11 @@ async def _run_calls(
                     yield event
     finally:
         await writer.settle(final=True)  # also on failure or cancellation: every function_call gets its output
+    outcome.awaiting = _AWAITING in outputs
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
     for step, item in zip(calls, writer.items, strict=True):
+        if item is None:
+            continue  # waiting for approval
         text = item["output"] if isinstance(item["output"], str) else json.dumps(item["output"])
         yield ToolOutput(
             agent=name, caller=caller, depth=depth, chat_id=chat_id, tool=step.call.name,
@@ -497,7 +808,8 @@ class _OutputWriter:
 
     def __init__(self, thread: ConversationThread, calls: list[ToolCallStep], outputs: list[Any]) -> None:
         self.thread, self.calls, self.outputs = thread, calls, outputs
-        self.items: list[dict[str, Any]] = []
+        self.items: list[dict[str, Any] | None] = []
+        """One per call settled so far, in call order; None for a call waiting for approval."""
         self._lock = asyncio.Lock()
 
     async def after(self, job: AsyncGenerator[Event, None]) -> AsyncGenerator[Event, None]:
@@ -514,6 +826,9 @@ class _OutputWriter:
                 call, out = self.calls[index].call, self.outputs[index]
                 if out is _PENDING and not final:
                     break
+                if out is _AWAITING:
+                    self.items.append(None)
+                    continue
                 item = interrupted_output(call.call_id) if out is _PENDING else output_item(call, out)
                 self.items.append(item)
                 ready.append(item)
@@ -532,7 +847,7 @@ async def _run_call(
     call = step.call
     match step:
         case SendMessage():
-            async with aclosing(_send(turn, call, outputs, index)) as events:
+            async with aclosing(_send(turn, step, outputs, index)) as events:
                 async for event in events:
                     yield event
         case FunctionToolCall(tool=tool):
@@ -540,7 +855,28 @@ async def _run_call(
                 agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
                 call_id=call.call_id, arguments=call.arguments,
             )
-            outputs[index] = await run_function_tool(agent=agent, tool=tool, call=call, run_context=run.context())
+            verdict = await _approval(turn, tool, call)
+            if verdict == "wait":
+                outputs[index] = _AWAITING
+                interruption = Interruption(
+                    agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
+                    call_id=call.call_id, tool=call.name, arguments=call.arguments,
+                )
+                run.interruptions.append(interruption)
+                yield ApprovalRequested(
+                    agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
+                    call_id=call.call_id, arguments=call.arguments,
+                )
+                return
+            if verdict == "reject":
+                outputs[index] = rejected_output(call.name)
+                return
+            if turn.span is None:
+                outputs[index] = await run_function_tool(
+                    agent=agent, tool=tool, call=call, run_context=run.context(), wiring=turn.wiring
+                )
+            else:
+                outputs[index] = await _traced_tool(turn, tool, call)
             results.append((index, call.name, outputs[index]))
         case UnknownTool():
             yield ToolCalled(
@@ -553,11 +889,45 @@ async def _run_call(
             assert_never(step)
 
 
-async def _send(
-    turn: _Turn, call: ResponseFunctionToolCall, outputs: list[Any], index: int
-) -> AsyncGenerator[Event, None]:
+async def _approval(turn: _Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> str:
+    """"run", "reject" or "wait": the user's decision from resume, else the tool's `needs_approval`."""
+    run = turn.run
+    if run.rejected and call.call_id in run.rejected:
+        return "reject"
+    needs = tool.needs_approval
+    if needs is False or (run.approved and call.call_id in run.approved):
+        return "run"
+    if callable(needs):
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            arguments = {}
+        decided = needs(run.context(), arguments if isinstance(arguments, dict) else {}, call.call_id)
+        needs = await decided if inspect.isawaitable(decided) else decided
+    return "wait" if needs else "run"
+
+
+async def _traced_tool(turn: _Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> Any:
+    span = started(function_span(name=call.name, input=call.arguments, parent=turn.span))
+    assert turn.run.trace is not None  # only traced turns get here
+    try:
+        with current(turn.run.trace, span):  # the SDK attaches a handled tool error to the current span
+            output = await run_function_tool(
+                agent=turn.agent, tool=tool, call=call, run_context=turn.run.context(), wiring=turn.wiring
+            )
+        span.span_data.output = output if isinstance(output, str) else _as_text(output)
+        return output
+    finally:
+        finish(span)
+
+
+def rejected_output(tool_name: str) -> str:
+    return f"The user rejected this call to {tool_name!r}; it did not run. Do not call it again unless asked."
+
+
+async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int) -> AsyncGenerator[Event, None]:
     """Check chart, depth and re-entry; then run the recipient one level deeper. Refusals become outputs."""
-    wiring, run, sender = turn.wiring, turn.run, turn.agent.name
+    wiring, run, sender, call = turn.wiring, turn.run, turn.agent.name, step.call
     request = parse_send_request(call.arguments, list(wiring.recipients))
     if isinstance(request, str):
         outputs[index] = request
@@ -572,22 +942,42 @@ async def _send(
         outputs[index] = reentry_refusal(sender, recipient.name)
         return
     thread = wiring.thread_manager.get_thread(run.chat_id, sender, recipient.name)
+    continuing = step.resume and _last_user_message(thread) == request.message
+    if continuing and is_finished(thread.items):  # the reply exists; a crash came before it reached the caller
+        outputs[index] = _final_text(thread.items[-1])
+        return
     sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
     sub = _Turn(agent=recipient, wiring=sub_wiring, thread=thread, caller=sender, depth=depth, run=run)
+    if turn.span is not None:
+        sub.parent_span = started(custom_span(name=SEND_MESSAGE, parent=turn.span, data={
+            "caller": sender, "recipient": recipient.name, "depth": depth, "chat_id": run.chat_id,
+            "call_id": call.call_id,
+        }))
     run.open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
+    failed: Exception | None = None
     try:
         yield MessageSent(
             agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, recipient=recipient.name,
             message=request.message, call_id=call.call_id,
         )
-        async with aclosing(agent_turn(sub, request.message, request.additional_instructions)) as events:
+        message = None if continuing else request.message
+        async with aclosing(run_agent(sub, message, request.additional_instructions)) as events:
             async for event in events:
                 yield event
-        outputs[index] = _as_text(sub.output)
+        outputs[index] = _AWAITING if sub.paused else _as_text(sub.output)
     except Exception as error:  # the recipient failed: its caller reads why and carries on
+        failed = error
         outputs[index] = failure_output(recipient.name, error)
     finally:
         run.open_pairs.discard(pair)
+        if sub.parent_span is not None:
+            finish(sub.parent_span, failed)
+
+
+def _final_text(item: dict[str, Any]) -> str:
+    return "".join(
+        part.get("text", "") or part.get("refusal", "") for part in item.get("content", []) if isinstance(part, dict)
+    )
 
 
 def _as_text(output: Any) -> str:
@@ -649,7 +1039,7 @@ async def _check_input_guardrails(turn: _Turn, message: str) -> None:
     for guardrail in turn.agent.input_guardrails:
         result = await guardrail.run(turn.agent, message, context)
         if result.output.tripwire_triggered:
-            raise InputGuardrailTripwireTriggered(result)
+            raise named_tripwire(InputGuardrailTripwireTriggered(result), turn.agent.name)
 
 
 async def _before_finishing(turn: _Turn, output: Any) -> None:
@@ -658,6 +1048,6 @@ async def _before_finishing(turn: _Turn, output: Any) -> None:
     for guardrail in agent.output_guardrails:
         result = await guardrail.run(context, agent, output)
         if result.output.tripwire_triggered:
-            raise OutputGuardrailTripwireTriggered(result)
+            raise named_tripwire(OutputGuardrailTripwireTriggered(result), agent.name)
     if agent.hooks is not None:
         await agent.hooks.on_end(context, agent, output)

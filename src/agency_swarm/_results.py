@@ -4,16 +4,34 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents import Usage
 from openai.types.responses.response_usage import OutputTokensDetails
 
 from ._events import Event
+
+if TYPE_CHECKING:
+    from ._cost import CostEstimate, ModelPrice
+
+
+@dataclass(kw_only=True, frozen=True)
+class Interruption:
+    """A tool call waiting for approval; pass its `call_id` to `resume(approve=[...])` or `reject=[...]`."""
+
+    agent: str
+    """The agent whose tool it is."""
+    caller: str
+    depth: int
+    chat_id: str
+    call_id: str
+    tool: str
+    arguments: str
+    """The JSON arguments the model chose."""
 
 
 @dataclass(kw_only=True)
@@ -29,6 +47,15 @@ class RunResult:
     """The name of the agent that answered."""
     totals: UsageTotals = field(repr=False)
     totals_by_agent: dict[str, UsageTotals] = field(repr=False, default_factory=dict)
+    totals_by_model: dict[tuple[str, str], UsageTotals] = field(repr=False, default_factory=dict)
+    """(agent, model name) -> usage: what `cost` prices."""
+    interruptions: list[Interruption] = field(default_factory=list)
+    """Tool calls waiting for approval (nested agents' included); empty unless the turn paused."""
+
+    @property
+    def paused(self) -> bool:
+        """The turn stopped to wait for approvals: `final_output` is None until `resume` finishes it."""
+        return bool(self.interruptions)
 
     @property
     def usage(self) -> Usage:
@@ -39,6 +66,23 @@ class RunResult:
     def usage_by_agent(self) -> dict[str, Usage]:
         """The same usage split by agent name."""
         return {name: totals.to_usage() for name, totals in self.totals_by_agent.items()}
+
+    @property
+    def usage_by_model(self) -> dict[str, Usage]:
+        """The same usage split by model name (an agent's model string, or the model object's `model`)."""
+        by_model: dict[str, list[UsageTotals]] = {}
+        for (_, model), totals in self.totals_by_model.items():
+            by_model.setdefault(model, []).append(totals)
+        return {model: UsageTotals.sum(parts).to_usage() for model, parts in by_model.items()}
+
+    def cost(self, prices: Mapping[str, ModelPrice | Mapping[str, float]]) -> CostEstimate:
+        """What this turn cost by `prices` (model name -> ModelPrice per 1M tokens), by agent and by model.
+
+        Raises ConfigError naming any model of the turn that has no price.
+        """
+        from ._cost import estimate_cost
+
+        return estimate_cost(self.totals_by_model, prices)
 
 
 class UsageTotals:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -21,6 +23,7 @@ from ._store import DEFAULT_MAX_ITEM_BYTES, Item, Threads
 from ._threads import check_chat_id
 
 T = TypeVar("T")
+logger = logging.getLogger("agency_swarm")
 
 TABLE = "agency_swarm_items"
 SQLITE_SCHEMES = ("sqlite", "sqlite+aiosqlite")
@@ -29,12 +32,21 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 POSTGRES_POOL_SIZE = 4
 POSTGRES_CONNECT_TIMEOUT_S = 10.0
 POSTGRES_CLOSE_TIMEOUT_S = 10.0
+TURN_LOCK_RETRY_S = 0.5
+"""A chat locked by another process is tried again this often: its holder's NOTIFY usually comes first, but a
+holder that died notifies nobody (the server frees a dead session's locks silently)."""
 _SECRET_QUERY_KEYS = frozenset({"password", "sslpassword"})
 _REDACTED = "***"
 
 _SQL_LOAD = "SELECT thread_key, item FROM agency_swarm_items WHERE chat_id = {0} ORDER BY thread_key, seq"
 _SQL_LIST = "SELECT DISTINCT chat_id FROM agency_swarm_items ORDER BY chat_id"
 _SQL_DELETE = "DELETE FROM agency_swarm_items WHERE chat_id = {0}"
+# Turn locks: session-level advisory locks on (namespace, chat key). Appends lock another namespace: no collision.
+_TURN_CHANNEL = "agency_swarm_turn"
+_SQL_TRY_TURN = "SELECT pg_try_advisory_lock(hashtext('agency_swarm_turn'), $1::int4)"
+_SQL_END_TURN = (
+    "SELECT pg_advisory_unlock(hashtext('agency_swarm_turn'), $1::int4), pg_notify('agency_swarm_turn', $1::text)"
+)
 _SQL_CREATE = (
     "CREATE TABLE IF NOT EXISTS agency_swarm_items (chat_id TEXT NOT NULL, thread_key TEXT NOT NULL, "
     "seq {seq_type} NOT NULL, item TEXT NOT NULL, PRIMARY KEY (chat_id, thread_key, seq))"
@@ -238,6 +250,139 @@ class _ThreadLock:
     users: int = 0
 
 
+def turn_lock_key(chat_id: str) -> int:
+    """A chat's 32-bit advisory lock key, the same in every process (two chats sharing one only wait for each other)."""
+    return int.from_bytes(hashlib.blake2b(chat_id.encode("utf-8"), digest_size=4).digest(), "big", signed=True)
+
+
+class _TurnLocks:
+    """Every turn lock of one event loop's turns, held on ONE dedicated PostgreSQL session.
+
+    Session-level advisory locks, taken with `pg_try_advisory_lock` so the session never blocks and one connection
+    serves any number of running turns. A chat busy in another process is waited for here: its holder's unlock
+    comes with a NOTIFY, and a try every TURN_LOCK_RETRY_S covers a holder that died. Session locks are re-entrant
+    (a second turn of this process would "get" a lock this session holds), so this process's turns of one chat
+    queue on an asyncio lock first. docs/design/serving.md compares this with a connection per running turn.
+    """
+
+    def __init__(self, dsn: str, asyncpg: Any) -> None:
+        self._dsn, self._asyncpg = dsn, asyncpg
+        self._conn: Any = None
+        self._queries = asyncio.Lock()  # one statement at a time on the session
+        self._local: dict[int, _ThreadLock] = {}
+        self._wakeups: dict[int, asyncio.Event] = {}
+        self._orphans: set[asyncio.Task[Any]] = set()
+        self._closed = False
+
+    async def acquire(self, chat_id: str) -> tuple[int, Any]:
+        """Wait until this process holds the chat's turn lock; returns what `release` needs."""
+        key = turn_lock_key(chat_id)
+        entry = self._local.get(key)
+        if entry is None:
+            entry = self._local[key] = _ThreadLock()
+        entry.users += 1
+        try:
+            await entry.lock.acquire()
+            try:
+                return key, await self._take(key)
+            except BaseException:
+                entry.lock.release()
+                raise
+        except BaseException:
+            self._forget(key, entry)
+            raise
+
+    async def release(self, held: tuple[int, Any]) -> None:
+        key, session = held
+        try:
+            await asyncio.shield(self._unlock(key, session))  # a cancelled turn still unlocks
+        finally:
+            entry = self._local[key]
+            entry.lock.release()
+            self._forget(key, entry)
+
+    def _forget(self, key: int, entry: _ThreadLock) -> None:
+        entry.users -= 1
+        if entry.users == 0:
+            del self._local[key]
+
+    async def _take(self, key: int) -> Any:
+        wakeup = self._wakeups[key] = asyncio.Event()  # one taker per key at a time: the asyncio lock above
+        try:
+            while True:
+                wakeup.clear()  # before trying: an unlock between the try and the wait is not missed
+                attempt = asyncio.ensure_future(self._query(_SQL_TRY_TURN, key))
+                try:
+                    session, taken = await asyncio.shield(attempt)
+                except asyncio.CancelledError:
+                    attempt.add_done_callback(self._unlock_if_taken(key))  # granted as we were cancelled?
+                    raise
+                if taken:
+                    return session
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wakeup.wait(), TURN_LOCK_RETRY_S)
+        finally:
+            del self._wakeups[key]
+
+    def _unlock_if_taken(self, key: int) -> Callable[[asyncio.Future[Any]], None]:
+        def done(attempt: asyncio.Future[Any]) -> None:
+            if attempt.cancelled() or attempt.exception() is not None or not attempt.result()[1]:
+                return
+            task = asyncio.ensure_future(self._unlock(key, attempt.result()[0]))
+            self._orphans.add(task)
+            task.add_done_callback(self._orphans.discard)
+
+        return done
+
+    async def _query(self, query: str, key: int) -> tuple[Any, Any]:
+        async with self._queries:
+            if self._closed:  # a turn still waiting when the store closed must not open a new session
+                raise StoreError("The thread store was closed while a turn waited for its chat's lock.")
+            session = self._conn
+            if session is None or session.is_closed():
+                session = self._conn = await self._connect()
+            return session, await session.fetchval(query, key)
+
+    async def _connect(self) -> Any:
+        session = await self._asyncpg.connect(self._dsn, timeout=POSTGRES_CONNECT_TIMEOUT_S)
+        try:
+            await session.add_listener(_TURN_CHANNEL, self._notified)
+        except BaseException:
+            session.terminate()
+            raise
+        return session
+
+    def _notified(self, _session: Any, _pid: int, _channel: str, payload: str) -> None:
+        with contextlib.suppress(ValueError):
+            wakeup = self._wakeups.get(int(payload))
+            if wakeup is not None:
+                wakeup.set()
+
+    async def _unlock(self, key: int, session: Any) -> None:
+        async with self._queries:
+            if session is not self._conn or session.is_closed():
+                return  # that session ended, and its locks with it
+            try:
+                await session.fetchrow(_SQL_END_TURN, key)
+            except Exception as error:
+                # A lock that cannot be released would keep the chat busy everywhere until this process exits:
+                # ending the session frees it (and this process's other turn locks; those turns carry on unlocked).
+                session.terminate()
+                self._conn = None
+                logger.warning("Turn lock session closed after a failed unlock: %s", type(error).__name__)
+
+    async def close(self) -> None:
+        async with self._queries:
+            self._closed = True
+            session, self._conn = self._conn, None
+        if session is not None and not session.is_closed():
+            try:
+                await asyncio.wait_for(session.close(), POSTGRES_CLOSE_TIMEOUT_S)
+            except BaseException:
+                session.terminate()
+                raise
+
+
 class _PostgresBackend:
     """asyncpg pools, one per event loop that used the store (asyncpg connections belong to the loop that opened them).
 
@@ -247,6 +392,8 @@ class _PostgresBackend:
     dense per thread (0, 1, 2...) exactly as in SQLite, the schema is the same on both, and two processes appending
     to one thread cannot collide on the primary key. Within this process, appends to one thread additionally queue
     on an asyncio lock so they land in call order even when a pool runs them on different connections.
+
+    Turn locks (`lock_turn`) live on one more connection per event loop: `_TurnLocks`.
     """
 
     def __init__(self, dsn: str, asyncpg: Any) -> None:
@@ -261,6 +408,7 @@ class _PostgresBackend:
         self._pools: dict[asyncio.AbstractEventLoop, asyncio.Task[Any]] = {}
         self._pools_lock = threading.Lock()  # loops in other threads may open pools at the same time
         self._thread_locks: dict[tuple[asyncio.AbstractEventLoop, str, str], _ThreadLock] = {}
+        self._turn_locks: dict[asyncio.AbstractEventLoop, _TurnLocks] = {}
 
     async def _pool(self) -> Any:
         loop = asyncio.get_running_loop()
@@ -292,6 +440,22 @@ class _PostgresBackend:
             pool.terminate()
             raise
         return pool
+
+    def _turn_locks_here(self) -> _TurnLocks:
+        loop = asyncio.get_running_loop()
+        with self._pools_lock:
+            locks = self._turn_locks.get(loop)
+            if locks is None:
+                locks = self._turn_locks[loop] = _TurnLocks(self._dsn, self._asyncpg)
+        return locks
+
+    async def lock_turn(self, chat_id: str) -> tuple[_TurnLocks, tuple[int, Any]]:
+        locks = self._turn_locks_here()
+        return locks, await locks.acquire(chat_id)
+
+    async def unlock_turn(self, held: tuple[_TurnLocks, tuple[int, Any]]) -> None:
+        locks, lock = held
+        await locks.release(lock)
 
     @contextlib.asynccontextmanager
     async def _thread_lock(self, chat_id: str, thread_key: str) -> AsyncIterator[None]:
@@ -342,7 +506,14 @@ class _PostgresBackend:
         with self._pools_lock:
             pools = list(self._pools.items())
             self._pools.clear()
+            turn_locks = list(self._turn_locks.items())
+            self._turn_locks.clear()
         current = asyncio.get_running_loop()
+        for loop, locks in turn_locks:
+            if loop is current:
+                await locks.close()
+            elif loop.is_running():
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(locks.close(), loop))
         for loop, task in pools:
             if loop is current:
                 await _close_pool(task)
@@ -383,6 +554,9 @@ class SQLThreadStore:
 
     Items are stored as compact JSON text; one `append` is one transaction. Database failures raise `StoreError`
     naming the URL with its password redacted.
+
+    On PostgreSQL the store also locks turns across processes (`turn_lock`, held by the ThreadManager for each
+    top-level turn), on one extra connection per process.
     """
 
     def __init__(self, url: str, *, max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES) -> None:
@@ -450,6 +624,24 @@ class SQLThreadStore:
     async def delete(self, chat_id: str) -> None:
         check_chat_id(chat_id)
         await self._guard(f"delete chat {chat_id!r}", lambda: self._backend.delete(chat_id))
+
+    def turn_lock(self, chat_id: str) -> contextlib.AbstractAsyncContextManager[None] | None:
+        """PostgreSQL: while held, no other process (or agency) runs a turn of this chat; the ThreadManager holds it
+        for each top-level turn. SQLite: None, it has no lock that fits (docs/design/serving.md says why)."""
+        backend = self._backend
+        if not isinstance(backend, _PostgresBackend):
+            return None
+        check_chat_id(chat_id)
+        return self._turn_locked(backend, chat_id)
+
+    @contextlib.asynccontextmanager
+    async def _turn_locked(self, backend: _PostgresBackend, chat_id: str) -> AsyncIterator[None]:
+        held = await self._guard(f"lock chat {chat_id!r} for a turn", lambda: backend.lock_turn(chat_id))
+        try:
+            yield
+        finally:
+            # also after aclose(): the lock must not outlive the turn
+            await self._guard(f"unlock chat {chat_id!r}", lambda: backend.unlock_turn(held), closing=True)
 
     async def aclose(self) -> None:
         """Close the worker thread or the pools; idempotent. Every later call raises StoreError."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ._errors import ConfigError
@@ -36,6 +37,19 @@ class ThreadStore(Protocol):
     async def delete(self, chat_id: str) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class TurnLockingStore(Protocol):
+    """Optional ThreadStore capability, for a store that several processes share (PostgreSQL behind many workers).
+
+    `turn_lock(chat_id)` gives an async context manager that the ThreadManager holds for a whole top-level turn,
+    after its in-process lock, so that turns of one chat never interleave across processes. Inside it the manager
+    reloads the chat from the store: another process may have added to it since this one last looked.
+    `None` means this store instance cannot lock across processes (SQLite): the in-process lock alone applies.
+    """
+
+    def turn_lock(self, chat_id: str) -> AbstractAsyncContextManager[None] | None: ...
 
 
 class MemoryThreadStore:

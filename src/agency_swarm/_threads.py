@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
 from ._errors import ConfigError, InvalidChatId
@@ -139,6 +141,7 @@ class ThreadManager:
         self._chats: dict[str, dict[str, ConversationThread]] = {}
         self._loaded: OrderedDict[str, None] = OrderedDict()  # least recently used first
         self._locks: dict[str, asyncio.Lock] = {}
+        self._unanswered: set[str] = set()
 
     def subscribe(self, listener: ItemListener) -> None:
         """Call `listener(thread, item)` for every item any thread gets from now on, the moment it gets it."""
@@ -176,8 +179,36 @@ class ThreadManager:
             lock = self._locks[chat_id] = asyncio.Lock()
         return lock
 
+    def hold(self, chat_id: str) -> AbstractAsyncContextManager[object]:
+        """Held for a whole top-level turn: this process's lock, then the store's turn lock if it has one.
+
+        A store with a turn lock is shared between processes, so inside that lock the chat is read again from the
+        store: another process may have run turns of it since this one last did.
+        """
+        turn_lock = getattr(self.store, "turn_lock", None)
+        store_lock = turn_lock(chat_id) if turn_lock is not None else None
+        if store_lock is None:
+            return self.lock(chat_id)  # an asyncio.Lock is itself the context manager: nothing added per turn
+        return self._held(chat_id, store_lock)
+
+    @asynccontextmanager
+    async def _held(self, chat_id: str, store_lock: AbstractAsyncContextManager[None]) -> AsyncIterator[None]:
+        async with self.lock(chat_id), store_lock:
+            self._forget(chat_id)
+            yield
+
+    def _forget(self, chat_id: str) -> None:
+        """Drop what this process knows of a chat; the next ensure_loaded reads it from the store again."""
+        self._chats.pop(chat_id, None)
+        self._loaded.pop(chat_id, None)
+        self._unanswered.discard(chat_id)
+
     async def ensure_loaded(self, chat_id: str) -> None:
-        """Load a chat from the store the first time a turn uses it in this process; repair what a crash left."""
+        """Load a chat from the store the first time a turn uses it in this process.
+
+        Calls left without outputs (a crash, or a pause for approval) are kept as they are: `resume` continues
+        from them, and the next new message repairs them (`repair_chat`).
+        """
         if chat_id in self._loaded:
             self._loaded.move_to_end(chat_id)
             return
@@ -188,17 +219,43 @@ class ThreadManager:
         threads = self._chats.setdefault(chat_id, {})
         for key, items in stored.items():
             sender, recipient = key.split("->", 1)
-            repaired, added = repair_with_outputs(items)
             thread = threads.get(key)
             if thread is None:
                 thread = threads[key] = ConversationThread(
                     chat_id, sender, recipient, store=self.store, listeners=self._listeners
                 )
-            thread.items[:0] = repaired  # read (and so created) before the first turn: stored history first
-            if added:  # a crash cut a call short: the repair is stored too (orphans are a thread's last items)
-                await self.store.append(chat_id, key, added)
+            thread.items[:0] = items  # read (and so created) before the first turn: stored history first
+            if unanswered_calls(thread.items) or _ends_with_reasoning(thread.items):
+                self._unanswered.add(chat_id)
         self._loaded[chat_id] = None
         self._evict_idle_chats()
+
+    def has_unanswered_calls(self, chat_id: str) -> bool:
+        """A crash or a pause for approval left some function_call of this chat without an output."""
+        return chat_id in self._unanswered
+
+    def mark_unanswered(self, chat_id: str) -> None:
+        self._unanswered.add(chat_id)
+
+    def pending_calls(self, chat_id: str) -> dict[str, list[Item]]:
+        """{thread key: its function_call items without outputs}, for the threads that have any."""
+        pending: dict[str, list[Item]] = {}
+        for key, thread in self._chats.get(chat_id, {}).items():
+            calls = unanswered_calls(thread.items)
+            if calls:
+                pending[key] = calls
+        if not pending:
+            self._unanswered.discard(chat_id)
+        return pending
+
+    async def repair_chat(self, chat_id: str) -> None:
+        """Give every call without an output an "interrupted" output, stored, so the model API accepts the threads."""
+        pending = self.pending_calls(chat_id)
+        for key, thread in self._chats.get(chat_id, {}).items():
+            drop_lost_reasoning(thread.items)
+            calls = pending.get(key, [])
+            await thread.extend([interrupted_output(str(call.get("call_id"))) for call in calls])
+        self._unanswered.discard(chat_id)
 
     def _evict_idle_chats(self) -> None:
         """Everything is in the store: idle chats beyond the limit can leave memory and be loaded again."""
@@ -210,6 +267,7 @@ class ThreadManager:
             del self._loaded[chat_id]
             self._chats.pop(chat_id, None)
             self._locks.pop(chat_id, None)
+            self._unanswered.discard(chat_id)  # derived again from the store when the chat is loaded again
 
     async def save(self, chat_id: str) -> None:
         """End of a top-level turn: stores that want a whole snapshot (the callback adapter) get it now."""
@@ -220,9 +278,10 @@ class ThreadManager:
     async def delete_chat(self, chat_id: str) -> None:
         """Forget a chat here and in the store."""
         check_chat_id(chat_id)
-        async with self.lock(chat_id):
+        async with self.hold(chat_id):  # not in the middle of a turn, in this process or another
             self._chats.pop(chat_id, None)
             self._loaded.pop(chat_id, None)
+            self._unanswered.discard(chat_id)
             if self.store is not None:
                 await self.store.delete(chat_id)
 
@@ -235,32 +294,36 @@ def interrupted_output(call_id: str) -> Item:
     return {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_OUTPUT}
 
 
+def unanswered_calls(items: list[Item]) -> list[Item]:
+    """The function_call items that have no function_call_output (they are always a thread's last calls)."""
+    answered = {item.get("call_id") for item in items if item.get("type") == "function_call_output"}
+    return [item for item in items if item.get("type") == "function_call" and item.get("call_id") not in answered]
+
+
 def repair(items: list[Item]) -> list[Item]:
-    """Give every function_call without an output a synthetic one, so the model API accepts the thread."""
-    return repair_with_outputs(items)[0]
-
-
-def repair_with_outputs(items: list[Item]) -> tuple[list[Item], list[Item]]:
-    """The repaired thread, and the synthetic outputs it gained.
+    """A copy of a thread where every function_call has an output, as the model API requires.
 
     A reasoning item left last by a crash has lost its follower; it is not sent again.
     """
     if items and items[-1].get("type") == "reasoning":
         items = items[:-1]
-    answered = {item.get("call_id") for item in items if item.get("type") == "function_call_output"}
-    orphans = [
-        index for index, item in enumerate(items)
-        if item.get("type") == "function_call" and item.get("call_id") not in answered
-    ]
-    if not orphans:
-        return list(items), []
-    repaired = list(items)
-    added: list[Item] = []
-    for offset, index in enumerate(orphans):
-        output = interrupted_output(str(items[index].get("call_id")))
-        position = index + 1 + offset
-        while position < len(repaired) and repaired[position].get("type") == "function_call":
-            position += 1  # keep one response's parallel calls together; their outputs follow them
-        repaired.insert(position, output)
-        added.append(output)
-    return repaired, added
+    calls = unanswered_calls(items)
+    return [*items, *(interrupted_output(str(call.get("call_id"))) for call in calls)]
+
+
+def _ends_with_reasoning(items: list[Item]) -> bool:
+    return bool(items) and items[-1].get("type") == "reasoning"
+
+
+def drop_lost_reasoning(items: list[Item]) -> None:
+    """A reasoning item left last by a crash lost its follower; the model API rejects it alone, so it is not sent."""
+    if _ends_with_reasoning(items):
+        items.pop()
+
+
+def is_finished(items: list[Item]) -> bool:
+    """Did the last turn on this thread end with the recipient's final answer?"""
+    if not items:
+        return True
+    last = items[-1]
+    return last.get("type") == "message" and last.get("role") == "assistant"

@@ -2,30 +2,151 @@
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import TYPE_CHECKING, Any
 
-from agents import FunctionTool, ItemHelpers, RunConfig, RunContextWrapper
+from agents import (
+    FunctionTool,
+    InputGuardrailTripwireTriggered,
+    ItemHelpers,
+    ModelBehaviorError,
+    OutputGuardrailTripwireTriggered,
+    RunConfig,
+    RunContextWrapper,
+)
 from agents.run_config import ToolErrorFormatterArgs
 from agents.tool import invoke_function_tool
 from agents.tool_context import ToolContext
+from agents.tracing.scope import Scope
+from agents.tracing.span_data import FunctionSpanData
+from agents.tracing.spans import NoOpSpan
 from openai.types.responses import ResponseFunctionToolCall
+from pydantic import ValidationError
 
 if TYPE_CHECKING:
-    from ._agent import Agent
+    from ._agent import Agent, Wiring
+
+logger = logging.getLogger("agency_swarm")
 
 
-def _show_tool_error(args: ToolErrorFormatterArgs[Any]) -> str | None:
+def _shown(args: ToolErrorFormatterArgs[Any]) -> str | None:
     """The SDK hides tool exceptions from the model by default; the model needs them to recover."""
     if args.kind == "tool_exception" and args.error is not None:
-        return error_output(args.tool_name, args.error)
+        return failure_output(args.run_context, args.tool_name, args.error, show=True)
     return None
 
 
-TOOL_RUN_CONFIG = RunConfig(tool_error_formatter=_show_tool_error, tracing_disabled=True)
+def _hidden(args: ToolErrorFormatterArgs[Any]) -> str | None:
+    if args.kind == "tool_exception" and args.error is not None:
+        return failure_output(args.run_context, args.tool_name, args.error, show=False)
+    return None
+
+
+TOOL_RUN_CONFIG = RunConfig(tool_error_formatter=_shown, tracing_disabled=True)
+_HIDDEN_ERRORS_RUN_CONFIG = RunConfig(tool_error_formatter=_hidden, tracing_disabled=True)
 
 
 def error_output(tool_name: str, error: BaseException) -> str:
     return f"Error: tool {tool_name!r} failed: {type(error).__name__}: {error}"
+
+
+def hidden_error_output(tool_name: str) -> str:
+    return f"Error: tool {tool_name!r} failed."
+
+
+def failure_output(context: Any, tool_name: str, error: BaseException, *, show: bool) -> str:
+    """What the model reads about a failed call: why its arguments were wrong (always), or the tool's exception
+    (only with `show`; otherwise it is logged for the developer instead)."""
+    if isinstance(error, ModelBehaviorError) and str(error).startswith("Invalid JSON input for tool"):
+        arguments = getattr(context, "tool_arguments", "") or ""
+        problem = argument_problem(_find_tool(getattr(context, "agent", None), tool_name), arguments)
+        return (
+            f"Error: invalid arguments for tool {tool_name!r}: {problem}. "
+            "Call it again with arguments that match its parameters."
+        )
+    if show:
+        return error_output(tool_name, error)
+    logger.warning("Tool %r failed; its error is hidden from the model (show_tool_errors=False)", tool_name,
+                   exc_info=error)
+    return hidden_error_output(tool_name)
+
+
+def _find_tool(agent: Any, name: str) -> FunctionTool | None:
+    for tool in getattr(agent, "tools", None) or []:
+        if isinstance(tool, FunctionTool) and tool.name == name:
+            return tool
+    return None
+
+
+def argument_problem(tool: FunctionTool | None, arguments: str) -> str:
+    """Why `arguments` do not fit `tool`, in words the model can act on.
+
+    The SDK says only "Invalid JSON input" (it keeps tool data out of its logs); the details are the model's
+    own output, so they are safe to give back to it.
+    """
+    try:
+        data = json.loads(arguments or "{}")
+    except json.JSONDecodeError as error:
+        return f"they are not valid JSON ({error.msg} at line {error.lineno}, column {error.colno})"
+    if not isinstance(data, dict):
+        return f"they must be a JSON object, got {type(data).__name__}"
+    params_model = _params_model(tool)
+    if params_model is not None:
+        try:
+            params_model(**data)
+        except ValidationError as error:
+            return "; ".join(_describe(problem) for problem in error.errors(include_url=False)[:5])
+        except Exception:
+            pass
+    return "they do not match its parameters"
+
+
+def _describe(problem: Any) -> str:
+    where = ".".join(str(part) for part in problem.get("loc", ())) or "(arguments)"
+    return f"{where}: {problem.get('msg', 'invalid')}"
+
+
+def _params_model(tool: FunctionTool | None) -> Any:
+    """The pydantic model the SDK validated with, rebuilt from the decorated function (error path only)."""
+    if tool is None:
+        return None
+    implementation = getattr(tool.on_invoke_tool, "_invoke_tool_impl", None)
+    function = getattr(implementation, "__agents_function_tool_wrapped_callable__", None)
+    if not callable(function):
+        return None
+    try:
+        from agents.function_schema import function_schema
+
+        return function_schema(function).params_pydantic_model
+    except Exception:
+        return None
+
+
+Tripwire = InputGuardrailTripwireTriggered | OutputGuardrailTripwireTriggered
+_INFO_LIMIT = 300
+
+
+def named_tripwire(error: Tripwire, agent: str) -> Tripwire:
+    """The SDK's exception, reworded to name the agent, the guardrail and what it reported.
+
+    The SDK's own text names only the guardrail class ("Guardrail InputGuardrail triggered tripwire"). For a
+    nested agent this text is what its caller's model reads as the send_message output.
+    """
+    result = error.guardrail_result
+    kind = "input" if isinstance(error, InputGuardrailTripwireTriggered) else "output"
+    info = result.output.output_info
+    detail = "" if info is None else f": {info}"
+    if len(detail) > _INFO_LIMIT:
+        detail = detail[: _INFO_LIMIT - 3] + "..."
+    error.args = (f"Agent {agent!r}: {kind} guardrail {result.guardrail.get_name()!r} tripped{detail}",)
+    return error
+
+
+_NO_SPAN = NoOpSpan(FunctionSpanData(name="agency_swarm tool", input=None, output=None))
+"""Made current around a tool when nothing is traced: the SDK then has somewhere to attach a handled tool error
+instead of logging "No active span" for every failed call. Never when a trace is current: spans a tool opens
+itself would then be dropped."""
 
 
 def unknown_tool_output(name: str, available: list[str]) -> str:
@@ -39,8 +160,12 @@ async def run_function_tool(
     tool: FunctionTool,
     call: ResponseFunctionToolCall,
     run_context: RunContextWrapper[Any],
+    wiring: Wiring | None = None,
 ) -> Any:
     """Invoke one tool the way the SDK's runner does (timeouts, failure formatters); never raises for tool errors."""
+    show = agent.show_tool_errors
+    if show is None:
+        show = True if wiring is None else wiring.show_tool_errors
     context = ToolContext(
         context=run_context.context,
         usage=run_context.usage,
@@ -49,18 +174,23 @@ async def run_function_tool(
         tool_arguments=call.arguments,
         tool_call=call,
         agent=agent,
-        run_config=TOOL_RUN_CONFIG,
+        run_config=TOOL_RUN_CONFIG if show else _HIDDEN_ERRORS_RUN_CONFIG,
     )
     hooks = agent.hooks
     if hooks is not None:
         await hooks.on_tool_start(context, agent, tool)
+    untraced = Scope.get_current_span() is None and Scope.get_current_trace() is None
+    token = Scope.set_current_span(_NO_SPAN) if untraced else None
     try:
         if tool.timeout_seconds is None and _takes_tool_context(tool):
             output = await tool.on_invoke_tool(context, call.arguments)
         else:
             output = await invoke_function_tool(function_tool=tool, context=context, arguments=call.arguments)
-    except Exception as error:  # a tool without a failure_error_function raised; show the model why
-        output = error_output(call.name, error)
+    except Exception as error:  # a tool without a failure_error_function raised; tell the model
+        output = failure_output(context, call.name, error, show=show)
+    finally:
+        if token is not None:
+            Scope.reset_current_span(token)
     if hooks is not None:
         await hooks.on_tool_end(context, agent, tool, output)
     return output

@@ -1,0 +1,366 @@
+"""Retries, timeouts and clear errors around any agents.Model: the wrapper every agent's model is called through."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal
+
+import httpx2
+import openai
+from agents import Model, ModelResponse
+from agents.items import TResponseStreamEvent
+
+from ._errors import (
+    ConfigError,
+    ModelAuthenticationError,
+    ModelError,
+    ModelRequestError,
+    ModelTimeout,
+    ModelUnavailable,
+)
+
+_RETRY_STATUSES = frozenset({408, 409, 429})
+"""Besides every 5xx: request timeout, conflict (a concurrent update) and rate limit."""
+
+
+@dataclass(kw_only=True, frozen=True)
+class RetryPolicy:
+    """How often and how patiently a failed model call is tried again.
+
+    Only transient failures are retried: HTTP 408/409/429 and 5xx, connection errors and resets, timeouts.
+    Bad requests and rejected credentials (400, 401, 403, 404, 422...) fail at once. A streamed call is retried
+    only while the model has not produced its first event. The wait before attempt n + 1 is drawn uniformly from
+    [0, min(max_delay, initial_delay * 2 ** (n - 1))] ("full jitter"), or is exactly that bound with
+    `jitter=False`; a `Retry-After` header from the server raises it (up to `max_delay`).
+    """
+
+    max_attempts: int = 3
+    """Attempts in all, the first included; 1 turns retries off."""
+    initial_delay: float = 0.5
+    """Seconds: the bound of the first wait."""
+    max_delay: float = 8.0
+    """Seconds: no wait is longer."""
+    jitter: bool = True
+    sleep: Callable[[float], Awaitable[Any]] = field(default=asyncio.sleep, repr=False, compare=False)
+    """Awaited with each wait in seconds. Tests pass a recorder here instead of waiting for real."""
+
+    def __post_init__(self) -> None:
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise ConfigError(f"RetryPolicy: max_attempts must be an int >= 1 (1 means no retries), got {attempts!r}.")
+        for name in ("initial_delay", "max_delay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+                raise ConfigError(f"RetryPolicy: {name} must be a number of seconds >= 0, got {value!r}.")
+        if not callable(self.sleep):
+            raise ConfigError("RetryPolicy: sleep must be an async function taking seconds, like asyncio.sleep.")
+
+    def delay(self, failed_attempts: int, retry_after: float | None = None) -> float:
+        """The wait after `failed_attempts` failures."""
+        bound = min(self.max_delay, self.initial_delay * 2 ** (failed_attempts - 1))
+        wait = random.uniform(0, bound) if self.jitter else bound
+        if retry_after is not None:
+            wait = max(wait, min(retry_after, self.max_delay))
+        return wait
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+def check_timeout(agent_name: str, timeout: Any) -> None:
+    if timeout is None:
+        return
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout < float("inf"):
+        raise ConfigError(f"Agent {agent_name!r}: timeout must be a number of seconds > 0 or None, got {timeout!r}.")
+
+
+def check_retry(agent_name: str, retry: Any) -> None:
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise ConfigError(
+            f"Agent {agent_name!r}: retry must be an agency_swarm.RetryPolicy or None, got {type(retry).__name__}."
+        )
+
+
+# -- what a failure means -------------------------------------------------------------------------------------
+
+Kind = Literal["transient", "auth", "request", "other", "foreign"]
+
+
+def _classify(error: BaseException) -> Kind:
+    """transient: try again; auth/request: the call can never succeed as is; other: an API error we name;
+    foreign: not the API's (a bug in a tool, a scripted failure...) and passes through untouched."""
+    if isinstance(error, _TimedOut):
+        return "transient"
+    if isinstance(error, openai.APIStatusError):
+        should_retry = _header(error, "x-should-retry")
+        if should_retry in ("true", "false"):
+            return "transient" if should_retry == "true" else _by_status(error.status_code, transient=False)
+        return _by_status(error.status_code, transient=True)
+    if isinstance(error, openai.APIConnectionError | httpx2.TransportError | ConnectionError | TimeoutError):
+        return "transient"  # APITimeoutError is an APIConnectionError
+    if isinstance(error, openai.OpenAIError):
+        return "other"
+    return "foreign"
+
+
+def _by_status(status: int, *, transient: bool) -> Kind:
+    if status in (401, 403):
+        return "auth"
+    if transient and (status in _RETRY_STATUSES or status >= 500):
+        return "transient"
+    return "request" if status < 500 else "other"
+
+
+def _header(error: openai.APIStatusError, name: str) -> str | None:
+    value = error.response.headers.get(name)
+    return value.strip().lower() if isinstance(value, str) else None
+
+
+def _retry_after(error: BaseException) -> float | None:
+    if not isinstance(error, openai.APIStatusError):
+        return None
+    millis = _header(error, "retry-after-ms")
+    seconds = _header(error, "retry-after")
+    try:
+        if millis is not None:
+            return max(0.0, float(millis) / 1000)
+        if seconds is not None:
+            return max(0.0, float(seconds))
+    except ValueError:
+        pass
+    if seconds is None:
+        return None
+    try:  # an HTTP date
+        when = parsedate_to_datetime(seconds)
+    except (TypeError, ValueError):
+        return None
+    from datetime import datetime
+
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+# -- keeping secrets out of messages ----------------------------------------------------------------------------
+
+_KEY_PATTERN = re.compile(r"\b(sk|rk|pk)-[A-Za-z0-9_\-*]{6,}")
+_DETAIL_LIMIT = 300
+
+
+def _secrets_of(error: BaseException) -> list[str]:
+    request = getattr(error, "request", None)
+    headers = getattr(request, "headers", None)
+    found: list[str] = []
+    if headers is not None:
+        for name in ("authorization", "api-key", "x-api-key"):
+            value = headers.get(name)
+            if isinstance(value, str) and value:
+                found.append(value)
+                token = value.partition(" ")[2]
+                if token:
+                    found.append(token)
+    return sorted((secret for secret in found if len(secret) >= 4), key=len, reverse=True)
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    """`text` without any of `secrets` and without anything shaped like an API key."""
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return _KEY_PATTERN.sub(lambda match: f"{match.group(1)}-***", text)
+
+
+def _detail(error: BaseException) -> str:
+    """What the API said, in one short line, with every credential removed."""
+    message: Any = None
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        message = inner.get("message") if isinstance(inner, dict) else None
+    if not isinstance(message, str) or not message:
+        message = getattr(error, "message", None) if isinstance(error, openai.APIError) else None
+    if not isinstance(message, str) or not message:
+        message = str(error) or type(error).__name__
+    if isinstance(error, openai.APIStatusError):
+        message = f"HTTP {error.status_code}: {message}"
+    elif not isinstance(error, openai.APIError):
+        message = f"{type(error).__name__}: {message}"
+    text = redact(" ".join(message.split()), _secrets_of(error))
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
+
+
+# -- the wrapper ------------------------------------------------------------------------------------------------
+
+try:  # the flag openai-agents' own runner sets so clients skip their built-in retries while it retries
+    from agents.models._retry_runtime import _DISABLE_PROVIDER_MANAGED_RETRIES as _NO_CLIENT_RETRIES
+except ImportError:  # pragma: no cover - a newer SDK moved it; clients then retry on their own as well
+    _NO_CLIENT_RETRIES = ContextVar("agency_swarm_no_client_retries", default=False)
+
+
+_NOTHING: Any = object()
+
+
+class _TimedOut(Exception):
+    """This wrapper's own per-call timeout expired."""
+
+
+class RetryingModel(Model):
+    """Calls `inner` with the agent's RetryPolicy and timeout; turns API failures into ModelError subclasses.
+
+    The error carries the agent's name; the loop fills in the chat id and depth. While it calls `inner`, the
+    openai-agents flag that makes OpenAI (and LiteLLM) clients skip their own retries is set, so an
+    `AsyncOpenAI(max_retries=2)` does not multiply this policy's attempts.
+    """
+
+    def __init__(
+        self, inner: Model, *, agent: str, model_name: str, policy: RetryPolicy, timeout: float | None
+    ) -> None:
+        self.inner = inner
+        self.agent = agent
+        self.model_name = model_name
+        self.policy = policy
+        self.timeout = timeout
+
+    def wraps(self, inner: Model, *, agent: str, policy: RetryPolicy, timeout: float | None) -> bool:
+        return self.inner is inner and self.agent == agent and self.policy is policy and self.timeout == timeout
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def get_retry_advice(self, request: Any) -> Any:
+        return self.inner.get_retry_advice(request)
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        attempt = 1
+        while True:
+            token = _NO_CLIENT_RETRIES.set(True)
+            try:
+                if self.timeout is None:
+                    return await self.inner.get_response(*args, **kwargs)
+                response: ModelResponse = await self._bounded(self.inner.get_response(*args, **kwargs))
+                return response
+            except Exception as error:
+                failure = self._give_up(error, attempt)
+                if failure is error:
+                    raise
+                if failure is not None:
+                    raise failure from None  # the original may quote the key; its parts are in `failure`
+                retry_after = _retry_after(error)
+            finally:
+                _NO_CLIENT_RETRIES.reset(token)
+            await self.policy.sleep(self.policy.delay(attempt, retry_after))
+            attempt += 1
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        attempt = 1
+        while True:
+            events = aiter(self.inner.stream_response(*args, **kwargs))
+            try:
+                token = _NO_CLIENT_RETRIES.set(True)  # the request is sent while the first event is awaited
+                try:
+                    first = await self._next(events)
+                except StopAsyncIteration:
+                    return
+                except Exception as error:
+                    failure = self._give_up(error, attempt)
+                    if failure is error:
+                        raise
+                    if failure is not None:
+                        raise failure from None
+                    retry_after = _retry_after(error)
+                    first = _NOTHING
+                finally:
+                    _NO_CLIENT_RETRIES.reset(token)
+                if first is not _NOTHING:
+                    yield first
+                    while True:  # nothing is retried now: what was streamed cannot be taken back
+                        try:
+                            event = await self._next(events)
+                        except StopAsyncIteration:
+                            return
+                        except Exception as error:
+                            failure = self._give_up(error, attempt, retry=False)
+                            if failure is error or failure is None:
+                                raise
+                            raise failure from None
+                        yield event
+            finally:
+                close = getattr(events, "aclose", None)
+                if close is not None:
+                    await close()
+            await self.policy.sleep(self.policy.delay(attempt, retry_after))
+            attempt += 1
+
+    def _next(self, events: AsyncIterator[TResponseStreamEvent]) -> Awaitable[TResponseStreamEvent]:
+        """The next event, within the timeout (a plain function: no coroutine of its own per streamed event)."""
+        if self.timeout is None:
+            return anext(events)
+        bounded: Awaitable[TResponseStreamEvent] = self._bounded(anext(events))
+        return bounded
+
+    async def _bounded(self, call: Awaitable[Any]) -> Any:
+        assert self.timeout is not None
+        try:
+            async with asyncio.timeout(self.timeout) as scope:
+                return await call
+        except TimeoutError:
+            if scope.expired():
+                raise _TimedOut() from None
+            raise
+
+    def _give_up(self, error: Exception, attempt: int, *, retry: bool = True) -> Exception | None:
+        """None: try again. Otherwise what to raise: the error itself when it is not the API's."""
+        kind = _classify(error)
+        if kind == "foreign":
+            return error
+        if kind == "transient" and retry and attempt < self.policy.max_attempts:
+            return None
+        where = f"Agent {self.agent!r} (model {self.model_name!r})"
+        located: dict[str, Any] = {"agent": self.agent, "chat_id": "", "depth": 0}
+        if isinstance(error, _TimedOut):
+            return ModelTimeout(
+                f"{where} got no answer within timeout={self.timeout:g} s"
+                f"{_attempts(attempt)}. Raise Agent(timeout=...) if the model needs longer.",
+                seconds=self.timeout, attempts=attempt, model=self.model_name, **located,
+            )
+        detail = _detail(error)
+        status = getattr(error, "status_code", None)
+        request_id = getattr(error, "request_id", None)
+        common: dict[str, Any] = {"model": self.model_name, "status_code": status, "request_id": request_id}
+        if kind == "auth":
+            return ModelAuthenticationError(
+                f"{where}: the model API refused the credentials ({detail}). Check the API key (OPENAI_API_KEY or "
+                "the client's api_key) and that it may use this model.",
+                **common, **located,
+            )
+        if kind == "request":
+            hint = " Check the model name." if status == 404 else ""
+            return ModelRequestError(
+                f"{where}: the model API rejected the request ({detail}).{hint}", **common, **located
+            )
+        if kind == "transient":
+            if isinstance(error, openai.APITimeoutError):
+                return ModelTimeout(
+                    f"{where}: the model API request timed out{_attempts(attempt)} ({detail}).",
+                    seconds=None, attempts=attempt, **common, **located,
+                )
+            return ModelUnavailable(
+                f"{where}: the model API failed{_attempts(attempt)}; last: {detail}. Retries are set by "
+                "Agent(retry=RetryPolicy(...)) or Agency(retry=...).",
+                attempts=attempt, **common, **located,
+            )
+        return ModelError(f"{where}: the model API failed: {detail}", **located)
+
+
+def _attempts(attempt: int) -> str:
+    return "" if attempt == 1 else f" (after {attempt} attempts)"
+
+
+def model_label(model: Any, fallback: str = "") -> str:
+    """A model object's name: its `model` attribute when it has one, else `fallback` or its class name."""
+    name = getattr(model, "model", None)
+    return name if isinstance(name, str) and name else fallback or type(model).__name__
