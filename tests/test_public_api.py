@@ -13,11 +13,18 @@ from agency_swarm import (
     AgencySwarmError,
     Agent,
     ChartError,
+    ChatPaused,
     ConfigError,
+    ConfigFileError,
     InvalidChatId,
     ItemTooLarge,
     MaxStepsExceeded,
+    ModelAuthenticationError,
     ModelError,
+    ModelRequestError,
+    ModelTimeout,
+    ModelUnavailable,
+    NothingToResume,
     OutputValidationError,
     RunError,
     StoreError,
@@ -26,25 +33,38 @@ from agency_swarm.testing import ScriptedModel, ToolCall
 
 EXPECTED_ALL = [
     "Agency",
+    "AgencyHooks",
     "AgencySwarmError",
     "Agent",
     "AgentFinished",
     "AgentStarted",
+    "ApprovalRequested",
     "ChartError",
+    "ChatPaused",
     "ConfigError",
+    "ConfigFileError",
     "ConversationThread",
+    "CostEstimate",
     "Event",
     "FileThreadStore",
+    "Interruption",
     "InvalidChatId",
     "ItemTooLarge",
     "MaxStepsExceeded",
     "MemoryThreadStore",
     "MessageSent",
+    "ModelAuthenticationError",
     "ModelError",
+    "ModelPrice",
+    "ModelRequestError",
     "ModelSettings",
+    "ModelTimeout",
+    "ModelUnavailable",
+    "NothingToResume",
     "OutputValidationError",
     "RawModelEvent",
     "ResponseStream",
+    "RetryPolicy",
     "RunError",
     "RunResult",
     "SQLThreadStore",
@@ -56,6 +76,7 @@ EXPECTED_ALL = [
     "ThreadStore",
     "ToolCalled",
     "ToolOutput",
+    "TurnLockingStore",
     "function_tool",
 ]
 
@@ -71,8 +92,9 @@ EXPECTED_TESTING_ALL = [
 ]
 
 EXCEPTIONS = [
-    AgencySwarmError, ChartError, ConfigError, InvalidChatId, ItemTooLarge, MaxStepsExceeded, ModelError,
-    OutputValidationError, RunError, StoreError,
+    AgencySwarmError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId, ItemTooLarge,
+    MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout, ModelUnavailable,
+    NothingToResume, OutputValidationError, RunError, StoreError,
 ]
 
 
@@ -110,8 +132,13 @@ def test_exception_hierarchy() -> None:
     assert issubclass(ConfigError, ValueError)
     assert issubclass(ChartError, ConfigError)
     assert issubclass(ChartError, ValueError)
+    assert issubclass(ChatPaused, ConfigError)
+    assert issubclass(NothingToResume, ConfigError)
     for cls in (MaxStepsExceeded, ModelError, OutputValidationError):
         assert issubclass(cls, RunError)
+    for cls in (ModelAuthenticationError, ModelRequestError, ModelUnavailable):
+        assert issubclass(cls, ModelError)
+    assert issubclass(ModelTimeout, ModelUnavailable)
     assert not issubclass(RunError, ConfigError)
 
 

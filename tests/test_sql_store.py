@@ -11,46 +11,23 @@ import threading
 import traceback
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 
 from agency_swarm._errors import ConfigError, ItemTooLarge, StoreError
 from agency_swarm._sql_store import SQLiteThreadStore, SQLThreadStore, redact_url
 from agency_swarm._store import ThreadStore
+from postgres_support import require_postgres
 
-POSTGRES_URL = os.environ.get("AGENCY_SWARM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-START_POSTGRES = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"
 RUN = uuid.uuid4().hex[:10]  # every chat id of this run starts with it: parallel runs share the table, not chats
-
-
-async def _postgres_problem() -> str | None:
-    try:
-        conn = await asyncpg.connect(POSTGRES_URL, timeout=5)
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    await conn.close()
-    return None
 
 
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
-    """The test database; unreachable -> skip, or fail when CI=true (CI must run these)."""
-    with ThreadPoolExecutor(1) as pool:  # its own loop: this may be asked for from inside a running one
-        problem = pool.submit(asyncio.run, _postgres_problem()).result()
-    if problem is not None:
-        message = (
-            f"PostgreSQL at {redact_url(POSTGRES_URL)} is unreachable ({problem}). Start the local one with "
-            f"`{START_POSTGRES}` or point AGENCY_SWARM_TEST_POSTGRES_URL at another."
-        )
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    return POSTGRES_URL
+    return require_postgres()
 
 
 @dataclass

@@ -1,0 +1,72 @@
+"""What the turn's fast paths remember must follow changes: a reassigned model, retry policy or timeout."""
+
+from __future__ import annotations
+
+import pytest
+from agents import Model, ModelProvider
+
+from agency_swarm import Agency, Agent
+from agency_swarm._retry import RetryPolicy
+from agency_swarm.testing import ScriptedModel
+
+
+class Names(ModelProvider):
+    def get_model(self, model_name: str | None) -> Model:
+        return ScriptedModel.each_turn([f"I am {model_name}"])
+
+
+async def test_a_model_reassigned_between_turns_answers_the_next_turn() -> None:
+    agent = Agent(name="Solo", model=ScriptedModel(["first"]))
+    agency = Agency(agent)
+    assert (await agency.get_response("one")).final_output == "first"
+    agent.model = ScriptedModel(["second"])
+    assert (await agency.get_response("two")).final_output == "second"
+
+
+async def test_a_changed_retry_policy_or_timeout_gets_a_new_wrapper() -> None:
+    agent = Agent(name="Solo", model=ScriptedModel.each_turn(["ok"]))
+    agency = Agency(agent)
+    await agency.get_response("one")
+    wiring = agency._wirings["Solo"]
+    first = wiring.resolve_model(agent)
+    assert wiring.resolve_model(agent) is first  # nothing changed: the same wrapper
+
+    agent.retry = RetryPolicy(max_attempts=1)
+    second = wiring.resolve_model(agent)
+    assert second is not first
+    assert second.policy is agent.retry  # type: ignore[attr-defined]
+
+    agent.timeout = 7.0
+    third = wiring.resolve_model(agent)
+    assert third.timeout == 7.0  # type: ignore[attr-defined]
+    assert (await agency.get_response("two")).final_output == "ok"
+
+
+async def test_a_model_name_keeps_its_wrapper_and_label() -> None:
+    agent = Agent(name="Solo", model="gpt-4.1-mini")
+    agency = Agency(agent, model_provider=Names())
+    wiring = agency._wirings["Solo"]
+    wrapped = wiring.resolve_model(agent)
+    agent.model = "".join(["gpt-4.1", "-mini"])  # equal, but another str object
+    assert wiring.resolve_model(agent) is wrapped
+    assert wrapped.model_name == "gpt-4.1-mini"  # type: ignore[attr-defined]
+    assert (await agency.get_response("one")).final_output == "I am gpt-4.1-mini"
+    agent.model = "gpt-4.1"
+    assert wiring.resolve_model(agent).model_name == "gpt-4.1"  # type: ignore[attr-defined]
+    assert (await agency.get_response("two")).final_output == "I am gpt-4.1"
+
+
+PIECES = [None, "", "plain", "for {{agent_name}}"]
+
+
+@pytest.mark.parametrize("shared", PIECES)
+@pytest.mark.parametrize("own", PIECES)
+@pytest.mark.parametrize("extra", PIECES)
+async def test_the_system_prompt_joins_shared_own_and_additional_instructions(
+    shared: str | None, own: str | None, extra: str | None
+) -> None:
+    model = ScriptedModel(["ok"])
+    agent = Agent(name="Solo", instructions=own, model=model)
+    await Agency(agent, shared_instructions=shared).get_response("hi", additional_instructions=extra)
+    parts = [part.replace("{{agent_name}}", "Solo") for part in (shared, own, extra) if part]
+    assert model.calls[0].system_instructions == ("\n\n".join(parts) if parts else None)
