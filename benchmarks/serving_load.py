@@ -1,0 +1,198 @@
+"""Serving load: turns per second and p50/p99 latency over HTTP, 1 vs 4 uvicorn workers on one PostgreSQL store.
+
+    .venv/bin/python benchmarks/serving_load.py                # prints the table (needs PostgreSQL)
+    .venv/bin/python benchmarks/serving_load.py --quick        # a small smoke run
+    AGENCY_SWARM_BENCH_POSTGRES_URL=postgresql://... .venv/bin/python benchmarks/serving_load.py
+
+Method: `agency-swarm serve --factory serving_load:build_agency --store <PostgreSQL> --workers N` in a child
+process; its agency is one agent whose scripted model waits 20 ms (asyncio.sleep: a model's latency, not CPU) and
+answers. A client in this process keeps `--clients` chats busy at once, each sending its turns one after another
+(`POST /chats/{id}/messages`, a new connection per request), after a warm-up turn per chat. Latency is each
+request's wall time at the client; turns/s is the measured turns over the wall time of the measured phase; server
+CPU is the worker processes' user + system time (/proc) over the measured phase per turn (PostgreSQL's own CPU and
+the client's are not in it). Every
+turn takes the chat's turn lock, reloads the chat and stores 2 items, as in production. The client shares the
+machine's CPUs with the server and PostgreSQL: on a small machine it is part of what is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import queue
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+MODEL_LATENCY_S = 0.020
+POSTGRES_URL = os.environ.get("AGENCY_SWARM_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+HERE = Path(__file__).resolve().parent
+STARTUP_TIMEOUT_S = 180.0
+
+
+# -- what the workers serve (imported by them as `serving_load`) ---------------------------------------------------
+
+
+def build_agency(store: Any) -> Any:
+    """One agent answering every message after 20 ms of model latency."""
+    import agents
+
+    from agency_swarm import Agency, Agent
+    from agency_swarm.testing import ScriptedModel
+
+    agents.set_tracing_disabled(True)
+
+    class SlowModel(ScriptedModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(MODEL_LATENCY_S)
+            return await super().get_response(*args, **kwargs)
+
+    model = SlowModel(lambda call: f"noted: {call.last_user_message}")
+    return Agency(Agent(name="Assistant", model=model), thread_store=store)
+
+
+# -- the server -------------------------------------------------------------------------------------------------
+
+
+def start(workers: int, store: str) -> tuple[subprocess.Popen[str], str, list[int]]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    command = [
+        str(Path(sys.executable).with_name("agency-swarm")), "serve", "--factory", "serving_load:build_agency",
+        "--store", store, "--workers", str(workers), "--port", str(port), "--no-access-log",
+    ]
+    process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    started, log, pids = 0, [], []
+    while started < workers:  # every worker logs its start-up; bounded by the timeout
+        line = lines.get(timeout=STARTUP_TIMEOUT_S)
+        if line is None:
+            raise SystemExit(f"the server exited while starting:\n{''.join(log)}")
+        log.append(line)
+        found = re.search(r"Started server process \[(\d+)\]", line)
+        if found:
+            pids.append(int(found.group(1)))
+        started += "Application startup complete." in line
+    return process, f"http://127.0.0.1:{port}", pids
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time the worker processes have used so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    if process.stderr is not None:
+        process.stderr.close()
+
+
+async def delete_chats(prefix: str) -> None:
+    import asyncpg
+
+    conn = await asyncpg.connect(POSTGRES_URL)
+    try:
+        await conn.execute("DELETE FROM agency_swarm_items WHERE starts_with(chat_id, $1)", prefix)
+    finally:
+        await conn.close()
+
+
+# -- the load ---------------------------------------------------------------------------------------------------
+
+
+async def load(url: str, prefix: str, clients: int, turns: int, pids: list[int]) -> dict[str, float]:
+    import httpx
+
+    limits = httpx.Limits(max_connections=clients + 10, keepalive_expiry=1)  # under uvicorn's 5 s
+    latencies: list[float] = []
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
+
+        async def turn(chat_id: str, message: str) -> float:
+            began = time.perf_counter()
+            response = await http.post(f"/chats/{chat_id}/messages", json={"message": message})
+            if response.status_code != 200:
+                raise SystemExit(f"turn failed: {response.status_code} {response.text}")
+            return time.perf_counter() - began
+
+        async def chat(number: int) -> None:
+            for index in range(turns):
+                latencies.append(await turn(f"{prefix}{number}", f"turn {index}"))
+
+        await asyncio.gather(*(turn(f"{prefix}{number}", "warm-up") for number in range(clients)))
+        began, cpu_before = time.perf_counter(), cpu_seconds(pids)
+        await asyncio.gather(*(chat(number) for number in range(clients)))
+        wall, cpu = time.perf_counter() - began, cpu_seconds(pids) - cpu_before
+    latencies.sort()
+    return {
+        "turns": len(latencies),
+        "turns_per_s": len(latencies) / wall,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))] * 1000,
+        "server_cpu_ms": cpu / len(latencies) * 1000,
+    }
+
+
+def measure(workers: int, clients: int, turns: int, store: str) -> dict[str, float]:
+    prefix = f"bench-serving-{uuid.uuid4().hex[:8]}-"
+    process, url, pids = start(workers, store)
+    try:
+        return asyncio.run(load(url, prefix, clients, turns, pids))
+    finally:
+        stop(process)
+        if store == POSTGRES_URL:
+            asyncio.run(delete_chats(prefix))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=64, help="chats kept busy at once")
+    parser.add_argument("--turns", type=int, default=30, help="measured turns per chat")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--quick", action="store_true", help="8 chats x 3 turns: a smoke run")
+    parser.add_argument(
+        "--memory", action="store_true", help="also 1 worker on the in-memory store: the ceiling without a database"
+    )
+    args = parser.parse_args()
+    clients, turns = (8, 3) if args.quick else (args.clients, args.turns)
+    print(f"{clients} concurrent chats x {turns} turns, model latency {MODEL_LATENCY_S * 1000:.0f} ms, "
+          f"{os.cpu_count()} CPUs")
+    print("| workers | store | turns | turns/s | p50 ms | p99 ms | server CPU ms/turn |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    runs = [(workers, POSTGRES_URL) for workers in args.workers] + ([(1, "memory")] if args.memory else [])
+    for workers, store in runs:
+        row = measure(workers, clients, turns, store)
+        name = "memory" if store == "memory" else "PostgreSQL"
+        print(f"| {workers} | {name} | {row['turns']:.0f} | {row['turns_per_s']:.0f} | {row['p50_ms']:.1f} | "
+              f"{row['p99_ms']:.1f} | {row['server_cpu_ms']:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

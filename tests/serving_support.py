@@ -1,0 +1,247 @@
+"""Helpers for the serving tests: PostgreSQL availability, a real `agency-swarm serve` process, the gate, checks."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from postgres_support import POSTGRES_URL
+from serving_app import GATE_ENV, ceo_answer
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO = TESTS_DIR.parent
+RUN = uuid.uuid4().hex[:10]
+"""Every chat id of this test run starts with a prefix holding it: parallel runs share the table, not chats."""
+STARTUP_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------------------------
+
+
+def _in_own_loop(coroutine: Any) -> Any:
+    with ThreadPoolExecutor(1) as pool:  # its own loop: callers may be inside a running one
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+async def _delete_chats(prefix: str) -> int:
+    conn = await asyncpg.connect(POSTGRES_URL, timeout=10)
+    try:
+        if await conn.fetchval("SELECT to_regclass('agency_swarm_items')") is None:
+            return 0
+        status = await conn.execute("DELETE FROM agency_swarm_items WHERE starts_with(chat_id, $1)", prefix)
+        return int(status.split()[-1])
+    finally:
+        await conn.close()
+
+
+def delete_chats(prefix: str) -> int:
+    """Remove every chat whose id starts with `prefix` (the database outlives the tests)."""
+    assert prefix.startswith("srv"), prefix  # never a prefix that could match other runs' or users' chats
+    deleted: int = _in_own_loop(_delete_chats(prefix))
+    return deleted
+
+
+def chat_prefix(name: str) -> str:
+    return f"srv{RUN}-{name}-{uuid.uuid4().hex[:6]}-"
+
+
+# -- a real server ----------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    """`agency-swarm serve` in a child process, its stderr collected line by line."""
+
+    process: subprocess.Popen[str]
+    url: str
+    lines: queue.Queue[str | None] = field(default_factory=queue.Queue)
+    log: list[str] = field(default_factory=list)
+    worker_pids: list[int] = field(default_factory=list)
+    _reader: threading.Thread | None = None
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.log.append(line)
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_until_started(self, workers: int) -> None:
+        """Every worker logs 'Application startup complete.'; read the log until all have (bounded)."""
+        started = 0
+        while started < workers:
+            try:
+                line = self.lines.get(timeout=STARTUP_TIMEOUT_S)
+            except queue.Empty:
+                pytest.fail(f"the server did not start within {STARTUP_TIMEOUT_S} s:\n{''.join(self.log)}")
+            if line is None:
+                pytest.fail(f"the server exited with {self.process.wait()} while starting:\n{''.join(self.log)}")
+            found = re.search(r"Started server process \[(\d+)\]", line)
+            if found:
+                self.worker_pids.append(int(found.group(1)))
+            started += "Application startup complete." in line
+        for attempt in range(50):  # workers are up; /healthz answers at once (bounded, no pause needed)
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=5).json() == {"status": "ok"}:
+                    return
+            except httpx.TransportError:
+                if attempt == 49:
+                    raise
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(STOP_TIMEOUT_S)
+        if self._reader is not None:
+            self._reader.join(STOP_TIMEOUT_S)
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+def start_server(
+    *,
+    workers: int,
+    store: str,
+    factory: str = "serving_app:build_agency",
+    env: dict[str, str] | None = None,
+    auth_token_env: str | None = None,
+) -> Server:
+    port = free_port()
+    child_env = {**os.environ, **(env or {})}
+    child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
+    command = [
+        str(Path(sys.executable).with_name("agency-swarm")), "serve", "--factory", factory, "--store", store,
+        "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
+    ]
+    if auth_token_env is not None:
+        command += ["--auth-token-env", auth_token_env]
+    process = subprocess.Popen(
+        command, cwd=REPO, env=child_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True,
+    )
+    server = Server(process=process, url=f"http://127.0.0.1:{port}")
+    server._reader = threading.Thread(target=server._read, daemon=True)
+    server._reader.start()
+    try:
+        server.wait_until_started(workers)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+# -- the gate: where a worker's model waits until the test lets it go -------------------------------------------
+
+
+class Gate:
+    """A TCP server on 127.0.0.1; GatedModel connects, sends its process id, and waits for "go".
+
+    While shut, arrivals queue in `arrivals` (pid, connection) for the test to act on; once `open()`, every
+    later arrival gets "go" at once (and is listed in `passed`) until `shut()`.
+    """
+
+    def __init__(self) -> None:
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self._socket.getsockname()[1]}"
+        self.arrivals: queue.Queue[tuple[int, socket.socket]] = queue.Queue()
+        self.passed: list[int] = []
+        self._open = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {GATE_ENV: self.address}
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._socket.accept()
+            except OSError:
+                return  # closed
+            with conn.makefile("rb") as reader:
+                pid = int(reader.readline().strip() or 0)
+            if self._open.is_set():
+                self.passed.append(pid)
+                conn.sendall(b"go\n")
+                conn.close()
+            else:
+                self.arrivals.put((pid, conn))
+
+    def open(self) -> None:
+        self._open.set()
+
+    def shut(self) -> None:
+        self._open.clear()
+
+    async def next_arrival(self) -> tuple[int, socket.socket]:
+        """The next worker waiting here (fails after a minute: a bound, not a pause)."""
+        return await asyncio.to_thread(self.arrivals.get, True, 60.0)
+
+    def close(self) -> None:
+        self._socket.close()
+        self._thread.join(5)
+
+
+# -- checking threads -------------------------------------------------------------------------------------------
+
+
+def text_of(item: dict[str, Any]) -> str:
+    assert item.get("type") == "message", item
+    assert item.get("role") == "assistant", item
+    return "".join(part["text"] for part in item["content"])
+
+
+def assert_complete_turns(threads: dict[str, list[dict[str, Any]]], messages: list[str]) -> None:
+    """Each message is one whole turn, in this order, on both threads: nothing lost, doubled or interleaved."""
+    ceo, developer = threads.get("user->CEO", []), threads.get("CEO->Developer", [])
+    assert len(ceo) == 4 * len(messages), [item.get("content", item.get("type")) for item in ceo]
+    assert len(developer) == 2 * len(messages)
+    for turn, message in enumerate(messages, start=1):
+        asked, call, output, answer = ceo[4 * (turn - 1): 4 * turn]
+        assert asked == {"role": "user", "content": message}
+        assert call["type"] == "function_call"
+        assert call["name"] == "send_message"
+        assert json.loads(call["arguments"])["message"] == f"Please do: {message}"
+        assert output["type"] == "function_call_output"
+        assert output["call_id"] == call["call_id"]
+        assert re.fullmatch(ceo_answer(turn, message), text_of(answer)), text_of(answer)
+        delegated, reply = developer[2 * (turn - 1): 2 * turn]
+        assert delegated == {"role": "user", "content": f"Please do: {message}"}
+        assert text_of(reply) == output["output"]  # the Developer's answer is what CEO read
+
+
+def user_messages_in_order(threads: dict[str, list[dict[str, Any]]]) -> list[str]:
+    return [
+        str(item["content"]) for item in threads.get("user->CEO", [])
+        if item.get("role") == "user" and "type" not in item
+    ]
