@@ -293,6 +293,28 @@ async def test_delete_chat_forgets_it_here_and_in_the_store() -> None:
     assert len(agency.thread_manager.get_thread("gone", "user", "Solo").items) == 2
 
 
+async def test_deleted_chats_leave_no_lock_behind_and_a_waiting_turn_keeps_its_lock() -> None:
+    agency = Agency(Agent(name="Solo", model=ScriptedModel.each_turn(["ok"])))
+    manager = agency.thread_manager
+    for index in range(50):
+        await agency.get_response("hi", chat_id=f"chat-{index}")
+        await manager.delete_chat(f"chat-{index}")
+    assert manager._locks == {}  # a long-running server deletes many chats: nothing may pile up
+
+    await agency.get_response("hi", chat_id="busy")
+    lock = manager.lock("busy")
+    await lock.acquire()  # a turn holds the chat; another one queues behind it:
+    queued = lock.acquire()
+    queued.send(None)  # stepped by hand until it waits on the lock, so no scheduling is involved
+    lock.release()  # unlocked now, but the queued turn has not run yet: the lock must stay
+    assert manager._drop_idle_lock("busy") is False
+    with pytest.raises(StopIteration):
+        queued.send(None)  # the queued turn takes the lock
+    assert lock.locked()
+    lock.release()
+    assert manager.lock("busy") is lock
+
+
 def test_reprs_say_what_they_hold() -> None:
     ceo, dev = Agent(name="CEO", model=ScriptedModel([])), Agent(name="Developer", model=ScriptedModel([]))
     agency = Agency([ceo, [ceo, dev]])

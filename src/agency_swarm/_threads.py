@@ -261,13 +261,22 @@ class ThreadManager:
         """Everything is in the store: idle chats beyond the limit can leave memory and be loaded again."""
         excess = len(self._loaded) - self.max_chats_in_memory
         for chat_id in list(self._loaded)[:max(0, excess)]:
-            lock = self._locks.get(chat_id)
-            if lock is not None and lock.locked():
-                continue  # a turn is running on it (the current one included)
+            if not self._drop_idle_lock(chat_id):
+                continue  # a turn is running on it (the current one included) or waiting for it
             del self._loaded[chat_id]
             self._chats.pop(chat_id, None)
-            self._locks.pop(chat_id, None)
             self._unanswered.discard(chat_id)  # derived again from the store when the chat is loaded again
+
+    def _drop_idle_lock(self, chat_id: str) -> bool:
+        """Forget the chat's lock unless a turn holds it or waits for it; False when it is in use."""
+        lock = self._locks.get(chat_id)
+        if lock is None:
+            return True
+        # A released lock whose next waiter has not run yet is unlocked but still has that waiter.
+        if lock.locked() or getattr(lock, "_waiters", None):
+            return False
+        del self._locks[chat_id]
+        return True
 
     async def save(self, chat_id: str) -> None:
         """End of a top-level turn: stores that want a whole snapshot (the callback adapter) get it now."""
@@ -284,6 +293,7 @@ class ThreadManager:
             self._unanswered.discard(chat_id)
             if self.store is not None:
                 await self.store.delete(chat_id)
+        self._drop_idle_lock(chat_id)  # deleted chats leave nothing behind, locks included
 
     async def aclose(self) -> None:
         if self.store is not None:
