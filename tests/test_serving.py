@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import re
@@ -500,7 +501,10 @@ async def test_a_worker_builds_its_app_from_the_environment(monkeypatch: pytest.
     for name, value in settings.to_env().items():
         monkeypatch.setenv(name, value)
     assert ServeSettings.from_env() == settings
+    gc.unfreeze()
     app = app_from_env()
+    assert gc.get_freeze_count() > 0  # a worker's long-lived objects are out of the collector's way
+    gc.unfreeze()  # (this is the test process, not a worker)
     async with client_for(app, {"authorization": f"Bearer {TOKEN}"}) as client:
         response = await client.post("/chats/c/messages", json={"message": "hi"})
         assert re.fullmatch(ceo_answer(1, "hi"), response.json()["final_output"])
