@@ -70,3 +70,47 @@ async def test_the_system_prompt_joins_shared_own_and_additional_instructions(
     await Agency(agent, shared_instructions=shared).get_response("hi", additional_instructions=extra)
     parts = [part.replace("{{agent_name}}", "Solo") for part in (shared, own, extra) if part]
     assert model.calls[0].system_instructions == ("\n\n".join(parts) if parts else None)
+
+
+def _output_items() -> list[object]:
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputRefusal,
+        ResponseOutputText,
+        ResponseReasoningItem,
+    )
+
+    text = ResponseOutputText(type="output_text", text="hi", annotations=[])
+    annotated = ResponseOutputText(
+        type="output_text", text="see", annotations=[{"type": "url_citation", "url": "https://x", "title": "x",
+                                                      "start_index": 0, "end_index": 3}],  # type: ignore[list-item]
+    )
+    with_logprobs = ResponseOutputText(type="output_text", text="p", annotations=[], logprobs=[])
+    message = {"id": "m1", "role": "assistant", "status": "completed", "type": "message"}
+    return [
+        ResponseOutputMessage(content=[text], **message),  # type: ignore[arg-type]
+        ResponseOutputMessage(content=[with_logprobs, text], **message),  # type: ignore[arg-type]
+        ResponseOutputMessage(content=[annotated], **message),  # type: ignore[arg-type]
+        ResponseOutputMessage(content=[ResponseOutputRefusal(type="refusal", refusal="no")], **message),  # type: ignore[arg-type]
+        ResponseOutputMessage.model_construct(content=[text], id="m2", role="assistant", type="message"),
+        ResponseOutputMessage.model_validate({**message, "content": [], "extra_field": 1}),
+        ResponseFunctionToolCall(type="function_call", call_id="c1", name="add", arguments='{"a": 1}'),
+        ResponseFunctionToolCall(
+            type="function_call", call_id="c2", name="add", arguments="{}", id="f", status="completed"
+        ),
+        ResponseFunctionToolCall.model_validate({"type": "function_call", "call_id": "c3", "name": "n", "arguments": "",
+                                                 "surprise": {"nested": True}}),
+        ResponseReasoningItem(id="r1", type="reasoning", summary=[]),
+    ]
+
+
+@pytest.mark.parametrize("item", _output_items())
+def test_stored_items_are_exactly_what_pydantic_dumps(item: object) -> None:
+    from agency_swarm._items import stored_item
+
+    expected = item.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
+    stored = stored_item(item)
+    assert stored == expected
+    assert list(stored) == list(expected)  # same key order, so stored files read the same
+    assert [list(part) for part in stored.get("content", [])] == [list(part) for part in expected.get("content", [])]

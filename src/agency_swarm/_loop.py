@@ -52,6 +52,7 @@ from ._events import (
     ToolOutput,
 )
 from ._hooks import dispatch
+from ._items import stored_item
 from ._results import Interruption, ResponseStream, RunResult, UsageTotals
 from ._send_message import (
     SEND_MESSAGE,
@@ -119,7 +120,7 @@ class _Run:
     """Shared by every agent of one top-level turn: context, usage budget, sends still waiting for replies."""
 
     __slots__ = (
-        "_wrapper", "approved", "chat_id", "interruptions", "open_pairs", "rejected", "streaming", "trace",
+        "_wrapper", "approved", "chat_id", "interruptions", "listening", "open_pairs", "rejected", "streaming", "trace",
         "usage_by_agent", "usage_by_model", "user_context",
     )
 
@@ -133,6 +134,8 @@ class _Run:
     ) -> None:
         self.chat_id = chat_id
         self.streaming = streaming
+        self.listening = streaming
+        """Someone reads the events (a stream, or the agency's hooks); otherwise none is built."""
         self.user_context = user_context
         self.usage_by_agent: dict[str, UsageTotals] = {}
         self.usage_by_model: dict[tuple[str, str], UsageTotals] = {}
@@ -281,6 +284,7 @@ async def _top_turn(
         if run.trace is not None:
             turn.parent_span = run.trace.trace
         hooks = turn.wiring.hooks
+        run.listening = run.streaming or hooks is not None
         try:
             async with aclosing(run_agent(turn, message, additional_instructions)) as events:
                 async for event in events:
@@ -423,10 +427,11 @@ async def agent_turn(
     """
     agent, run = turn.agent, turn.run
     name, caller, depth, chat_id = agent.name, turn.caller, turn.depth, run.chat_id
-    yield AgentStarted(
-        agent=name, caller=caller, depth=depth, chat_id=chat_id,
-        message=_last_user_message(turn.thread) if message is None else message,
-    )
+    if run.listening:
+        yield AgentStarted(
+            agent=name, caller=caller, depth=depth, chat_id=chat_id,
+            message=_last_user_message(turn.thread) if message is None else message,
+        )
     await _begin(turn, message)
     setup = await _prepare(turn, additional_instructions)
     model_settings = agent.model_settings
@@ -467,12 +472,13 @@ async def agent_turn(
         else:
             output, usage = await _call_model(turn, setup, model_settings)
         run.record(name, usage, setup.model)
-        await turn.thread.extend([item.model_dump(exclude_unset=True) for item in output])
+        await turn.thread.extend([stored_item(item) for item in output])
         step = _next_step(turn, setup, output)
     if agent.output_guardrails or agent.hooks is not None:
         await _before_finishing(turn, step.output)
     turn.output = step.output
-    yield AgentFinished(agent=name, caller=caller, depth=depth, chat_id=chat_id, output=step.output)
+    if run.listening:
+        yield AgentFinished(agent=name, caller=caller, depth=depth, chat_id=chat_id, output=step.output)
 
 
 async def _begin(turn: _Turn, message: str | None) -> None:
@@ -789,6 +795,8 @@ async def _run_calls(
     finally:
         await writer.settle(final=True)  # also on failure or cancellation: every function_call gets its output
     outcome.awaiting = _AWAITING in outputs
+    if not turn.run.listening:
+        return
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
     for step, item in zip(calls, writer.items, strict=True):
         if item is None:
@@ -851,10 +859,11 @@ async def _run_call(
                 async for event in events:
                     yield event
         case FunctionToolCall(tool=tool):
-            yield ToolCalled(
-                agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
-                call_id=call.call_id, arguments=call.arguments,
-            )
+            if run.listening:
+                yield ToolCalled(
+                    agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
+                    call_id=call.call_id, arguments=call.arguments,
+                )
             verdict = await _approval(turn, tool, call)
             if verdict == "wait":
                 outputs[index] = _AWAITING
@@ -863,10 +872,11 @@ async def _run_call(
                     call_id=call.call_id, tool=call.name, arguments=call.arguments,
                 )
                 run.interruptions.append(interruption)
-                yield ApprovalRequested(
-                    agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
-                    call_id=call.call_id, arguments=call.arguments,
-                )
+                if run.listening:
+                    yield ApprovalRequested(
+                        agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
+                        call_id=call.call_id, arguments=call.arguments,
+                    )
                 return
             if verdict == "reject":
                 outputs[index] = rejected_output(call.name)
@@ -879,10 +889,11 @@ async def _run_call(
                 outputs[index] = await _traced_tool(turn, tool, call)
             results.append((index, call.name, outputs[index]))
         case UnknownTool():
-            yield ToolCalled(
-                agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
-                call_id=call.call_id, arguments=call.arguments,
-            )
+            if run.listening:
+                yield ToolCalled(
+                    agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
+                    call_id=call.call_id, arguments=call.arguments,
+                )
             available = [*setup.function_tools, *([SEND_MESSAGE] if setup.can_send else [])]
             outputs[index] = unknown_tool_output(call.name, available)
         case _:
@@ -956,10 +967,11 @@ async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int) 
     run.open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
     failed: Exception | None = None
     try:
-        yield MessageSent(
-            agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, recipient=recipient.name,
-            message=request.message, call_id=call.call_id,
-        )
+        if run.listening:
+            yield MessageSent(
+                agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, recipient=recipient.name,
+                message=request.message, call_id=call.call_id,
+            )
         message = None if continuing else request.message
         async with aclosing(run_agent(sub, message, request.additional_instructions)) as events:
             async for event in events:
