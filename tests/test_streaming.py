@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 from typing import Any
 
@@ -556,3 +557,46 @@ async def test_cancelling_a_blocking_turn_mid_tool_saves_answered_threads() -> N
     assert {"user->CEO", "CEO->Developer"} <= set(save.last)
     assert unanswered_calls(save.last) == []
     assert other_tasks() == set()
+
+
+async def test_cancelling_a_streamed_turn_while_a_tool_waits_saves_answered_threads() -> None:
+    save = SaveRecorder()
+    tool_running = asyncio.Event()
+    never = asyncio.Event()
+
+    @function_tool
+    async def hang() -> str:
+        """Blocks until cancelled."""
+        tool_running.set()
+        await never.wait()
+        return "unreachable"
+
+    ceo = Agent(name="CEO", model=ScriptedModel([send_message("Developer", "build"), "unused"]))
+    dev = Agent(name="Developer", model=ScriptedModel([ToolCall("hang"), "unused"]), tools=[hang])
+    agency = Agency([ceo, [ceo, dev]], save_threads_callback=save)
+    seen: list[str] = []
+
+    async def read() -> None:
+        async for event in agency.get_response_stream("go", chat_id="cancel-me"):
+            seen.append(event.type)
+
+    task = asyncio.create_task(read())
+    await asyncio.wait_for(tool_running.wait(), timeout=10)
+    task.cancel()  # the cancellation reaches the tool through the stream's generator, where the turn waits
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert "tool_called" in seen
+    assert "tool_output" not in seen
+    assert [chat for chat, _ in save.snapshots] == ["cancel-me"]
+    assert unanswered_calls(save.last) == []
+    assert other_tasks() == set()
+
+
+async def test_a_stream_dropped_before_iterating_leaves_no_turn_behind() -> None:
+    agency, ceo_model, _ = make_team()
+    stream = agency.get_response_stream("Build a page")
+    del stream
+    gc.collect()  # a turn coroutine made but never awaited would warn here, and warnings are errors
+    assert ceo_model.calls == []
+    assert (await agency.get_response("Build a page")).final_output == "The page is live now."

@@ -1,7 +1,7 @@
-"""THE turn loop: each agent turn is one async generator of events; send_message recurses one level deeper.
+"""THE turn loop: each agent turn is one coroutine that emits events; send_message recurses one level deeper.
 
-Blocking and streaming share every line; blocking callers only drain the events, and the model is then
-called with `get_response` instead of `stream_response`.
+Blocking and streaming share every line: `drive` (see _channel) runs the turn as an async generator of its events;
+blocking callers drain it, and the model is then called with `get_response` instead of `stream_response`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import AbstractContextManager, aclosing, nullcontext
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, assert_never
 
 from agents import (
@@ -39,6 +40,7 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseUsage
 if TYPE_CHECKING:  # _agent imports this module; at run time the loop needs no name from it
     from ._agent import Agent, Wiring
 
+from ._channel import EmitEvent, HookFailed, channel, drive
 from ._errors import ChatPaused, ConfigError, MaxStepsExceeded, ModelError, NothingToResume, OutputValidationError
 from ._events import (
     AgentFinished,
@@ -51,7 +53,6 @@ from ._events import (
     ToolCalled,
     ToolOutput,
 )
-from ._hooks import dispatch
 from ._items import stored_item
 from ._results import Interruption, ResponseStream, RunResult, UsageTotals
 from ._send_message import (
@@ -120,7 +121,7 @@ class _Run:
     """Shared by every agent of one top-level turn: context, usage budget, sends still waiting for replies."""
 
     __slots__ = (
-        "_wrapper", "approved", "chat_id", "interruptions", "listening", "open_pairs", "rejected", "streaming", "trace",
+        "_wrapper", "approved", "chat_id", "interruptions", "open_pairs", "rejected", "streaming", "trace",
         "usage_by_agent", "usage_by_model", "user_context",
     )
 
@@ -134,8 +135,6 @@ class _Run:
     ) -> None:
         self.chat_id = chat_id
         self.streaming = streaming
-        self.listening = streaming
-        """Someone reads the events (a stream, or the agency's hooks); otherwise none is built."""
         self.user_context = user_context
         self.usage_by_agent: dict[str, UsageTotals] = {}
         self.usage_by_model: dict[tuple[str, str], UsageTotals] = {}
@@ -192,6 +191,8 @@ class _Turn:
     parent_span: Any = None
     """Where this agent's span hangs when tracing: the trace (top level) or the caller's send_message span."""
     span: Any = None
+    emit: EmitEvent | None = None
+    """Where this turn's events go; None when nobody reads them (then none is built)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -230,7 +231,7 @@ def top_level_turn(
             depth=0, run=_Run(chat_id, stream.streaming, context),
         )
 
-    return _top_turn(wiring.thread_manager, chat_id, begin, message, additional_instructions, stream)
+    return drive(partial(_top_turn, wiring.thread_manager, chat_id, begin, message, additional_instructions, stream))
 
 
 def resume_turn(
@@ -260,7 +261,7 @@ def resume_turn(
             caller=USER_CALLER, depth=0, run=_Run(chat_id, stream.streaming, context, approve, reject),
         )
 
-    return _top_turn(manager, chat_id, begin, None, None, stream)
+    return drive(partial(_top_turn, manager, chat_id, begin, None, None, stream))
 
 
 USER_CALLER = "user"
@@ -273,7 +274,7 @@ async def _top_turn(
     message: str | None,
     additional_instructions: str | None,
     stream: ResponseStream,
-) -> AsyncGenerator[Event, None]:
+) -> None:
     """Under the chat's lock: load it, `begin` the entry turn, run it, save, and hand over the RunResult."""
     async with manager.hold(chat_id):
         await manager.ensure_loaded(chat_id)
@@ -283,14 +284,11 @@ async def _top_turn(
         run.trace = open_trace(turn.agent.name, chat_id)
         if run.trace is not None:
             turn.parent_span = run.trace.trace
-        hooks = turn.wiring.hooks
-        run.listening = run.streaming or hooks is not None
+        turn.emit = channel(turn.wiring.hooks, run.streaming)
         try:
-            async with aclosing(run_agent(turn, message, additional_instructions)) as events:
-                async for event in events:
-                    if hooks is not None:
-                        await dispatch(hooks, event)
-                    yield event
+            await run_agent(turn, message, additional_instructions)
+        except HookFailed as failed:
+            raise failed.error from None  # the hook's own error, as the caller would expect it
         finally:
             if turn.paused:
                 manager.mark_unanswered(chat_id)
@@ -388,16 +386,14 @@ def _thread_depths(keys: list[str]) -> dict[str, int]:
 # -- one agent's turn ------------------------------------------------------------------------------
 
 
-def run_agent(turn: _Turn, message: str | None, additional_instructions: str | None) -> AsyncGenerator[Event, None]:
+def run_agent(turn: _Turn, message: str | None, additional_instructions: str | None) -> Coroutine[Any, Any, None]:
     """The agent's turn, inside an agent span when the turn is traced (an extra layer only then)."""
     if turn.run.trace is None:
         return agent_turn(turn, message, additional_instructions)
     return _traced_agent_turn(turn, message, additional_instructions)
 
 
-async def _traced_agent_turn(
-    turn: _Turn, message: str | None, additional_instructions: str | None
-) -> AsyncGenerator[Event, None]:
+async def _traced_agent_turn(turn: _Turn, message: str | None, additional_instructions: str | None) -> None:
     agent = turn.agent
     output_type = agent.output_type
     turn.span = span = started(agent_span(
@@ -408,9 +404,7 @@ async def _traced_agent_turn(
     ))
     error: BaseException | None = None
     try:
-        async with aclosing(agent_turn(turn, message, additional_instructions)) as events:
-            async for event in events:
-                yield event
+        await agent_turn(turn, message, additional_instructions)
     except BaseException as failure:
         error = failure
         raise
@@ -418,20 +412,18 @@ async def _traced_agent_turn(
         finish(span, error)
 
 
-async def agent_turn(
-    turn: _Turn, message: str | None, additional_instructions: str | None
-) -> AsyncGenerator[Event, None]:
+async def agent_turn(turn: _Turn, message: str | None, additional_instructions: str | None) -> None:
     """Model call -> items -> tools and sends -> repeat, until a final output, a pause, or max_steps.
 
     `message=None` resumes the thread's unfinished turn: its calls without outputs run first.
     """
-    agent, run = turn.agent, turn.run
+    agent, run, emit = turn.agent, turn.run, turn.emit
     name, caller, depth, chat_id = agent.name, turn.caller, turn.depth, run.chat_id
-    if run.listening:
-        yield AgentStarted(
+    if emit is not None:
+        await emit(AgentStarted(
             agent=name, caller=caller, depth=depth, chat_id=chat_id,
             message=_last_user_message(turn.thread) if message is None else message,
-        )
+        ))
     await _begin(turn, message)
     setup = await _prepare(turn, additional_instructions)
     model_settings = agent.model_settings
@@ -444,10 +436,7 @@ async def agent_turn(
             case RunAgain():
                 pass
             case RunTools(calls=calls):
-                outcome = _CallOutcome()
-                async with aclosing(_run_calls(turn, setup, calls, outcome)) as call_events:
-                    async for event in call_events:
-                        yield event
+                outcome = await _run_calls(turn, setup, calls)
                 if outcome.awaiting:
                     turn.paused = True  # the calls stay without outputs until resume decides
                     return
@@ -463,12 +452,7 @@ async def agent_turn(
             raise MaxStepsExceeded(agent=name, chat_id=chat_id, depth=depth, max_steps=agent.max_steps)
         steps += 1
         if run.streaming:
-            streamed = _Streamed()
-            async with aclosing(_stream_model(turn, setup, model_settings, streamed)) as raw_events:
-                async for event in raw_events:
-                    yield event
-            output: Sequence[Any] = streamed.output
-            usage = streamed.usage
+            output, usage = await _stream_model(turn, setup, model_settings)
         else:
             output, usage = await _call_model(turn, setup, model_settings)
         run.record(name, usage, setup.model)
@@ -477,8 +461,8 @@ async def agent_turn(
     if agent.output_guardrails or agent.hooks is not None:
         await _before_finishing(turn, step.output)
     turn.output = step.output
-    if run.listening:
-        yield AgentFinished(agent=name, caller=caller, depth=depth, chat_id=chat_id, output=step.output)
+    if emit is not None:
+        await emit(AgentFinished(agent=name, caller=caller, depth=depth, chat_id=chat_id, output=step.output))
 
 
 async def _begin(turn: _Turn, message: str | None) -> None:
@@ -639,16 +623,8 @@ def _splits(before: dict[str, Any], first: dict[str, Any]) -> bool:
     )
 
 
-class _Streamed:
-    __slots__ = ("output", "usage")
-
-    def __init__(self) -> None:
-        self.output: list[Any] = []
-        self.usage: Any = None
-
-
-async def _stream_model(turn: _Turn, setup: _Setup, settings: Any, streamed: _Streamed) -> AsyncGenerator[Event, None]:
-    agent, run = turn.agent, turn.run
+async def _stream_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequence[Any], Any]:
+    agent, run, emit = turn.agent, turn.run, turn.emit
     name, caller, depth, chat_id = agent.name, turn.caller, turn.depth, run.chat_id
     history: Any = _history(turn)
     if agent.hooks is not None:
@@ -662,10 +638,11 @@ async def _stream_model(turn: _Turn, setup: _Setup, settings: Any, streamed: _St
     with _current_span(turn):  # the model's response span nests under this agent's span
         try:
             async for event in events:
-                yield RawModelEvent(agent=name, caller=caller, depth=depth, chat_id=chat_id, data=event)
+                if emit is not None:
+                    await emit(RawModelEvent(agent=name, caller=caller, depth=depth, chat_id=chat_id, data=event))
                 kind = event.type
-                if kind == "response.output_text.delta":
-                    yield TextDelta(agent=name, caller=caller, depth=depth, chat_id=chat_id, delta=event.delta)
+                if kind == "response.output_text.delta" and emit is not None:
+                    await emit(TextDelta(agent=name, caller=caller, depth=depth, chat_id=chat_id, delta=event.delta))
                 elif kind == "response.completed" or kind == "response.incomplete":
                     completed = event.response
                 elif kind == "response.failed" or kind == "error":
@@ -681,7 +658,6 @@ async def _stream_model(turn: _Turn, setup: _Setup, settings: Any, streamed: _St
         raise ModelError(
             "The model's stream ended before response.completed.", agent=name, chat_id=chat_id, depth=depth
         )
-    streamed.output, streamed.usage = completed.output, completed.usage
     if agent.hooks is not None:
         usage = Usage(requests=1) if completed.usage is None else Usage(
             requests=1, input_tokens=completed.usage.input_tokens, output_tokens=completed.usage.output_tokens,
@@ -690,6 +666,7 @@ async def _stream_model(turn: _Turn, setup: _Setup, settings: Any, streamed: _St
         await agent.hooks.on_llm_end(run.context(), agent, ModelResponse(
             output=list(completed.output), usage=usage, response_id=completed.id,
         ))
+    return completed.output, completed.usage
 
 
 def _stream_failure(event: Any) -> str:
@@ -772,40 +749,32 @@ class _CallOutcome:
         self.awaiting = False
 
 
-async def _run_calls(
-    turn: _Turn, setup: _Setup, calls: list[ToolCallStep], outcome: _CallOutcome
-) -> AsyncGenerator[Event, None]:
+async def _run_calls(turn: _Turn, setup: _Setup, calls: list[ToolCallStep]) -> _CallOutcome:
     """Run one response's calls (concurrently when several); store each output as soon as all before it exist."""
     outputs: list[Any] = [_PENDING] * len(calls)
     writer = _OutputWriter(turn.thread, calls, outputs)
-    results = outcome.results
+    outcome = _CallOutcome()
     try:
         if len(calls) == 1:
-            async with aclosing(_run_call(turn, setup, calls[0], outputs, 0, results)) as events:
-                async for event in events:
-                    yield event
+            await _run_call(turn, setup, calls[0], outputs, 0, outcome.results, turn.emit)
         else:
-            jobs = [
-                writer.after(_run_call(turn, setup, step, outputs, index, results))
-                for index, step in enumerate(calls)
-            ]
-            async with aclosing(_merge(jobs)) as merged:
-                async for event in merged:
-                    yield event
+            await _run_parallel(turn, setup, calls, outputs, outcome.results, writer)
     finally:
         await writer.settle(final=True)  # also on failure or cancellation: every function_call gets its output
     outcome.awaiting = _AWAITING in outputs
-    if not turn.run.listening:
-        return
+    emit = turn.emit
+    if emit is None:
+        return outcome
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
     for step, item in zip(calls, writer.items, strict=True):
         if item is None:
             continue  # waiting for approval
         text = item["output"] if isinstance(item["output"], str) else json.dumps(item["output"])
-        yield ToolOutput(
+        await emit(ToolOutput(
             agent=name, caller=caller, depth=depth, chat_id=chat_id, tool=step.call.name,
             call_id=step.call.call_id, output=text,
-        )
+        ))
+    return outcome
 
 
 class _OutputWriter:
@@ -819,12 +788,6 @@ class _OutputWriter:
         self.items: list[dict[str, Any] | None] = []
         """One per call settled so far, in call order; None for a call waiting for approval."""
         self._lock = asyncio.Lock()
-
-    async def after(self, job: AsyncGenerator[Event, None]) -> AsyncGenerator[Event, None]:
-        async with aclosing(job) as events:
-            async for event in events:
-                yield event
-        await self.settle()
 
     async def settle(self, *, final: bool = False) -> None:
         async with self._lock:
@@ -850,20 +813,19 @@ async def _run_call(
     outputs: list[Any],
     index: int,
     results: list[tuple[int, str, Any]],
-) -> AsyncGenerator[Event, None]:
+    emit: EmitEvent | None,
+) -> None:
     agent, run = turn.agent, turn.run
     call = step.call
     match step:
         case SendMessage():
-            async with aclosing(_send(turn, step, outputs, index)) as events:
-                async for event in events:
-                    yield event
+            await _send(turn, step, outputs, index, emit)
         case FunctionToolCall(tool=tool):
-            if run.listening:
-                yield ToolCalled(
+            if emit is not None:
+                await emit(ToolCalled(
                     agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
                     call_id=call.call_id, arguments=call.arguments,
-                )
+                ))
             verdict = await _approval(turn, tool, call)
             if verdict == "wait":
                 outputs[index] = _AWAITING
@@ -872,11 +834,11 @@ async def _run_call(
                     call_id=call.call_id, tool=call.name, arguments=call.arguments,
                 )
                 run.interruptions.append(interruption)
-                if run.listening:
-                    yield ApprovalRequested(
+                if emit is not None:
+                    await emit(ApprovalRequested(
                         agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
                         call_id=call.call_id, arguments=call.arguments,
-                    )
+                    ))
                 return
             if verdict == "reject":
                 outputs[index] = rejected_output(call.name)
@@ -889,11 +851,11 @@ async def _run_call(
                 outputs[index] = await _traced_tool(turn, tool, call)
             results.append((index, call.name, outputs[index]))
         case UnknownTool():
-            if run.listening:
-                yield ToolCalled(
+            if emit is not None:
+                await emit(ToolCalled(
                     agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
                     call_id=call.call_id, arguments=call.arguments,
-                )
+                ))
             available = [*setup.function_tools, *([SEND_MESSAGE] if setup.can_send else [])]
             outputs[index] = unknown_tool_output(call.name, available)
         case _:
@@ -936,7 +898,7 @@ def rejected_output(tool_name: str) -> str:
     return f"The user rejected this call to {tool_name!r}; it did not run. Do not call it again unless asked."
 
 
-async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int) -> AsyncGenerator[Event, None]:
+async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int, emit: EmitEvent | None) -> None:
     """Check chart, depth and re-entry; then run the recipient one level deeper. Refusals become outputs."""
     wiring, run, sender, call = turn.wiring, turn.run, turn.agent.name, step.call
     request = parse_send_request(call.arguments, list(wiring.recipients))
@@ -958,7 +920,7 @@ async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int) 
         outputs[index] = _final_text(thread.items[-1])
         return
     sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
-    sub = _Turn(agent=recipient, wiring=sub_wiring, thread=thread, caller=sender, depth=depth, run=run)
+    sub = _Turn(agent=recipient, wiring=sub_wiring, thread=thread, caller=sender, depth=depth, run=run, emit=emit)
     if turn.span is not None:
         sub.parent_span = started(custom_span(name=SEND_MESSAGE, parent=turn.span, data={
             "caller": sender, "recipient": recipient.name, "depth": depth, "chat_id": run.chat_id,
@@ -967,15 +929,12 @@ async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int) 
     run.open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
     failed: Exception | None = None
     try:
-        if run.listening:
-            yield MessageSent(
+        if emit is not None:
+            await emit(MessageSent(
                 agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, recipient=recipient.name,
                 message=request.message, call_id=call.call_id,
-            )
-        message = None if continuing else request.message
-        async with aclosing(run_agent(sub, message, request.additional_instructions)) as events:
-            async for event in events:
-                yield event
+            ))
+        await run_agent(sub, None if continuing else request.message, request.additional_instructions)
         outputs[index] = _AWAITING if sub.paused else _as_text(sub.output)
     except Exception as error:  # the recipient failed: its caller reads why and carries on
         failed = error
@@ -1012,21 +971,32 @@ class _Failed:
 _DONE: Any = object()
 
 
-async def _merge(jobs: list[AsyncGenerator[Event, None]]) -> AsyncGenerator[Event, None]:
-    """Run several calls at once; their events reach the one ordered channel as they happen."""
+async def _run_parallel(
+    turn: _Turn,
+    setup: _Setup,
+    calls: list[ToolCallStep],
+    outputs: list[Any],
+    results: list[tuple[int, str, Any]],
+    writer: _OutputWriter,
+) -> None:
+    """Several calls at once, each in a task; their events reach this task's channel in the order they happen."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
 
-    async def drain(job: AsyncGenerator[Event, None]) -> None:
+    async def queued(event: Event) -> None:
+        queue.put_nowait(event)
+
+    job_emit = None if turn.emit is None else queued
+
+    async def job(index: int, step: ToolCallStep) -> None:
         try:
-            async with aclosing(job) as events:
-                async for event in events:
-                    queue.put_nowait(event)
+            await _run_call(turn, setup, step, outputs, index, results, job_emit)
+            await writer.settle()
         except Exception as error:
             queue.put_nowait(_Failed(error))
         finally:
             queue.put_nowait(_DONE)
 
-    tasks = [asyncio.create_task(drain(job)) for job in jobs]
+    tasks = [asyncio.create_task(job(index, step)) for index, step in enumerate(calls)]
     remaining = len(tasks)
     try:
         while remaining:
@@ -1035,8 +1005,8 @@ async def _merge(jobs: list[AsyncGenerator[Event, None]]) -> AsyncGenerator[Even
                 remaining -= 1
             elif isinstance(item, _Failed):
                 raise item.error
-            else:
-                yield item
+            elif turn.emit is not None:
+                await turn.emit(item)
     finally:
         for task in tasks:
             task.cancel()

@@ -18,6 +18,8 @@ from agents.tracing.processors import default_exporter
 from agents.tracing.scope import Scope
 from agents.tracing.traces import NoOpTrace
 
+from ._channel import ReaderLeft
+
 
 @dataclass(slots=True)
 class TurnTrace:
@@ -55,7 +57,7 @@ def started(span: Span[Any]) -> Span[Any]:
 
 
 def finish(span: Span[Any], error: BaseException | None = None) -> None:
-    if error is not None and not isinstance(error, GeneratorExit):
+    if error is not None and not isinstance(error, GeneratorExit | ReaderLeft):
         span.set_error(SpanError(message=f"{type(error).__name__}: {error}", data=None))
     span.finish(reset_current=False)
 
