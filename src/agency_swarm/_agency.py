@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 from agents import Model, ModelProvider, Tool
 
 from ._agent import DEFAULT_CHAT_ID, DEFAULT_MAX_RECURSION_DEPTH, Agent, Wiring
+from ._channel import TurnStart
 from ._chart import Chart, parse_chart
 from ._errors import ConfigError
-from ._events import Event
 from ._hooks import AgencyHooks, hook_table
 from ._loop import resume_turn
 from ._placeholders import check_placeholders
@@ -274,7 +274,7 @@ class Agency:
             decisions[name] = frozenset(ids)
         entries = {agent.name: (agent, self._wirings[agent.name]) for agent in self._chart.entry_points}
 
-        def start(stream: ResponseStream) -> AsyncGenerator[Event, None]:
+        def start(stream: ResponseStream) -> TurnStart:
             return resume_turn(
                 entries, self.thread_manager, chat_id=chat, context=context, approve=decisions["approve"],
                 reject=decisions["reject"], stream=stream,

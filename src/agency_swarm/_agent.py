@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents import Agent as _SDKAgent
 from agents import FunctionTool, Model, ModelProvider, MultiProvider
 
+from ._channel import TurnStart
 from ._chart import USER
 from ._errors import ConfigError
-from ._events import Event
 from ._hooks import HookTable
 from ._loop import top_level_turn
 from ._results import ResponseStream, RunResult
@@ -205,7 +204,7 @@ class Agent(_SDKAgent[Any]):
         if not isinstance(caller, str) or not caller or "->" in caller:
             raise ConfigError(f"sender_name {caller!r} is not a valid sender; use an agent name or leave it out.")
 
-        def start(stream: ResponseStream) -> AsyncGenerator[Event, None]:
+        def start(stream: ResponseStream) -> TurnStart:
             return top_level_turn(
                 self, wiring or self.wiring, message, caller=caller, chat_id=chat, context=context,
                 additional_instructions=additional_instructions, stream=stream,

@@ -6,7 +6,8 @@ async generators that each event would climb. An event leaves the turn through `
 - `Emit` (streaming): the awaitable yields itself; `drive`, which runs the whole turn with `send`, takes it and
   yields the event to the reader, then resumes the turn. Any other await (a future, `sleep(0)`) passes through
   `drive` to the task untouched, and what the task sends or throws back goes to the turn.
-- `None` (a blocking call without hooks): nobody reads events, so none is built.
+- `None` (a blocking call without hooks): nobody reads events, so none is built. A blocking turn never emits
+  through `Emit` (hooks are called in place), so blocking calls await the turn coroutine without `drive`.
 - a queue (calls running in tasks of their own): the turn's own task takes them from there and emits them.
 """
 
@@ -17,6 +18,9 @@ from typing import Any
 
 from ._events import Event
 from ._hooks import HookTable, dispatch
+
+TurnStart = Callable[[], Coroutine[Any, Any, None]]
+"""Makes a top-level turn's coroutine: `drive` runs it for a stream, a blocking call just awaits it."""
 
 EmitEvent = Callable[[Event], Awaitable[None]]
 """Where a turn's events go: `await emit(event)` returns once the event has been handed over."""
@@ -46,7 +50,7 @@ class _PassThrough:
         return (yield self.awaited)
 
 
-async def drive(start: Callable[[], Coroutine[Any, Any, None]]) -> AsyncGenerator[Event, None]:
+async def drive(start: TurnStart) -> AsyncGenerator[Event, None]:
     """Run the turn `start()` makes, yielding the events it emits, in order.
 
     Closing this generator early (the reader broke out) raises `ReaderLeft` in the turn where it stands, at the

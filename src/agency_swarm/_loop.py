@@ -10,7 +10,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -40,7 +40,7 @@ from openai.types.responses import ResponseFunctionToolCall, ResponseUsage
 if TYPE_CHECKING:  # _agent imports this module; at run time the loop needs no name from it
     from ._agent import Agent, Wiring
 
-from ._channel import EmitEvent, HookFailed, channel, drive
+from ._channel import EmitEvent, HookFailed, TurnStart, channel
 from ._errors import ChatPaused, ConfigError, MaxStepsExceeded, ModelError, NothingToResume, OutputValidationError
 from ._events import (
     AgentFinished,
@@ -122,7 +122,7 @@ class _Run:
 
     __slots__ = (
         "_wrapper", "approved", "chat_id", "interruptions", "open_pairs", "rejected", "streaming", "trace",
-        "usage_by_agent", "usage_by_model", "user_context",
+        "usage_by_model", "user_context",
     )
 
     def __init__(
@@ -136,9 +136,8 @@ class _Run:
         self.chat_id = chat_id
         self.streaming = streaming
         self.user_context = user_context
-        self.usage_by_agent: dict[str, UsageTotals] = {}
         self.usage_by_model: dict[tuple[str, str], UsageTotals] = {}
-        """(agent, model name) -> usage."""
+        """(agent, model name) -> usage: every other total (by agent, the turn's) is summed from it when asked."""
         self.open_pairs: set[tuple[str, str]] = set()
         self._wrapper: AgentHookContext[Any] | None = None
         self.approved, self.rejected = approved, rejected
@@ -150,7 +149,7 @@ class _Run:
     def context(self) -> AgentHookContext[Any]:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
         if self._wrapper is None:
-            usage = UsageTotals.sum(self.usage_by_agent.values()).to_usage()
+            usage = UsageTotals.sum(self.usage_by_model.values()).to_usage()
             self._wrapper = AgentHookContext(context=self.user_context, usage=usage)
         return self._wrapper
 
@@ -159,10 +158,6 @@ class _Run:
         # it lacks would cost ~2 µs.
         plain = usage is None or type(usage) is ResponseUsage
         requests = 1 if plain else max(1, getattr(usage, "requests", 1) or 1)
-        per_agent = self.usage_by_agent.get(agent)
-        if per_agent is None:
-            per_agent = self.usage_by_agent[agent] = UsageTotals()
-        per_agent.add(requests, usage)
         key = (agent, getattr(model, "model_name", None) or type(model).__name__)  # for cost estimates
         per_model = self.usage_by_model.get(key)
         if per_model is None:
@@ -220,7 +215,7 @@ def top_level_turn(
     context: Any,
     additional_instructions: str | None,
     stream: ResponseStream,
-) -> AsyncGenerator[Event, None]:
+) -> TurnStart:
     """One turn from outside the agency: load the chat once, run the entry agent, save what was produced."""
 
     async def begin(manager: ThreadManager) -> _Turn:
@@ -231,7 +226,7 @@ def top_level_turn(
             depth=0, run=_Run(chat_id, stream.streaming, context),
         )
 
-    return drive(partial(_top_turn, wiring.thread_manager, chat_id, begin, message, additional_instructions, stream))
+    return partial(_top_turn, wiring.thread_manager, chat_id, begin, message, additional_instructions, stream)
 
 
 def resume_turn(
@@ -243,7 +238,7 @@ def resume_turn(
     approve: frozenset[str],
     reject: frozenset[str],
     stream: ResponseStream,
-) -> AsyncGenerator[Event, None]:
+) -> TurnStart:
     """Continue the chat's unfinished top-level turn from its last stored item (after a pause or a crash)."""
 
     async def begin(manager: ThreadManager) -> _Turn:
@@ -261,7 +256,7 @@ def resume_turn(
             caller=USER_CALLER, depth=0, run=_Run(chat_id, stream.streaming, context, approve, reject),
         )
 
-    return drive(partial(_top_turn, manager, chat_id, begin, None, None, stream))
+    return partial(_top_turn, manager, chat_id, begin, None, None, stream)
 
 
 USER_CALLER = "user"
@@ -301,8 +296,6 @@ async def _top_turn(
                 new_items=thread.items[start:],
                 chat_id=chat_id,
                 agent=turn.agent.name,
-                totals=UsageTotals.sum(run.usage_by_agent.values()),
-                totals_by_agent=run.usage_by_agent,
                 totals_by_model=run.usage_by_model,
                 interruptions=run.interruptions,
             )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from agents import Usage
 from openai.types.responses.response_usage import OutputTokensDetails
 
+from ._channel import TurnStart, drive
 from ._events import Event
 
 if TYPE_CHECKING:
@@ -45,10 +46,8 @@ class RunResult:
     chat_id: str
     agent: str
     """The name of the agent that answered."""
-    totals: UsageTotals = field(repr=False)
-    totals_by_agent: dict[str, UsageTotals] = field(repr=False, default_factory=dict)
     totals_by_model: dict[tuple[str, str], UsageTotals] = field(repr=False, default_factory=dict)
-    """(agent, model name) -> usage: what `cost` prices."""
+    """(agent, model name) -> usage: what `cost` prices, and what every usage view below is summed from."""
     interruptions: list[Interruption] = field(default_factory=list)
     """Tool calls waiting for approval (nested agents' included); empty unless the turn paused."""
 
@@ -60,20 +59,24 @@ class RunResult:
     @property
     def usage(self) -> Usage:
         """Usage summed over every model call of the turn, nested agents included."""
-        return self.totals.to_usage()  # built on demand: an agents.Usage costs ~10 µs to construct
+        # summed and built on demand: an agents.Usage costs ~10 µs to construct, and most callers never ask
+        return UsageTotals.sum(self.totals_by_model.values()).to_usage()
 
     @property
     def usage_by_agent(self) -> dict[str, Usage]:
         """The same usage split by agent name."""
-        return {name: totals.to_usage() for name, totals in self.totals_by_agent.items()}
+        return self._split(0)
 
     @property
     def usage_by_model(self) -> dict[str, Usage]:
         """The same usage split by model name (an agent's model string, or the model object's `model`)."""
-        by_model: dict[str, list[UsageTotals]] = {}
-        for (_, model), totals in self.totals_by_model.items():
-            by_model.setdefault(model, []).append(totals)
-        return {model: UsageTotals.sum(parts).to_usage() for model, parts in by_model.items()}
+        return self._split(1)
+
+    def _split(self, part: int) -> dict[str, Usage]:
+        groups: dict[str, list[UsageTotals]] = {}
+        for key, totals in self.totals_by_model.items():
+            groups.setdefault(key[part], []).append(totals)
+        return {name: UsageTotals.sum(parts).to_usage() for name, parts in groups.items()}
 
     def cost(self, prices: Mapping[str, ModelPrice | Mapping[str, float]]) -> CostEstimate:
         """What this turn cost by `prices` (model name -> ModelPrice per 1M tokens), by agent and by model.
@@ -147,7 +150,7 @@ class ResponseStream:
     """
 
     def __init__(
-        self, start: Callable[[ResponseStream], AsyncGenerator[Event, None]], *, streaming: bool = True
+        self, start: Callable[[ResponseStream], TurnStart], *, streaming: bool = True
     ) -> None:
         self._start = start
         self.streaming = streaming
@@ -170,7 +173,7 @@ class ResponseStream:
     async def _run(self) -> AsyncGenerator[Event, None]:
         self._started = True
         try:
-            async with aclosing(self._start(self)) as events:  # closing this closes the whole turn, now
+            async with aclosing(drive(self._start(self))) as events:  # closing this closes the whole turn, now
                 async for event in events:
                     yield event
         finally:
@@ -182,11 +185,10 @@ class ResponseStream:
             self._closed.set()
 
     async def _drain(self) -> RunResult:
-        """The blocking form: run the same event generator to its end, without the iterator wrapper."""
+        """The blocking form: the same turn, awaited (it emits nothing that `drive` would hand out)."""
         self._started = True
         try:
-            async for _ in self._start(self):
-                pass
+            await self._start(self)()
         finally:
             self._mark_closed()
         return self.result
