@@ -153,12 +153,12 @@ class _Run:
             self._wrapper = AgentHookContext(context=self.user_context, usage=usage)
         return self._wrapper
 
-    def record(self, agent: str, usage: Any, model: Any = None) -> None:
+    def record(self, key: tuple[str, str], usage: Any) -> None:
+        """Count one model response's usage under (agent, model name)."""
         # A streamed response's usage (ResponseUsage) is one request; asking that pydantic model for the attribute
         # it lacks would cost ~2 µs.
         plain = usage is None or type(usage) is ResponseUsage
         requests = 1 if plain else max(1, getattr(usage, "requests", 1) or 1)
-        key = (agent, getattr(model, "model_name", None) or type(model).__name__)  # for cost estimates
         per_model = self.usage_by_model.get(key)
         if per_model is None:
             per_model = self.usage_by_model[key] = UsageTotals()
@@ -200,6 +200,8 @@ class _Setup:
     function_tools: dict[str, FunctionTool]
     schema: AgentOutputSchemaBase | None
     can_send: bool
+    usage_key: tuple[str, str]
+    """(agent, model name): where this turn's usage is counted, and what cost estimates price."""
 
 
 # -- entry point ---------------------------------------------------------------------------------------
@@ -448,7 +450,7 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
             output, usage = await _stream_model(turn, setup, model_settings)
         else:
             output, usage = await _call_model(turn, setup, model_settings)
-        run.record(name, usage, setup.model)
+        run.record(setup.usage_key, usage)
         await turn.thread.extend([stored_item(item) for item in output])
         step = _next_step(turn, setup, output)
     if agent.output_guardrails or agent.hooks is not None:
@@ -502,13 +504,15 @@ async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
     function_tools = {tool.name: tool for tool in tools if isinstance(tool, FunctionTool)} if tools else {}
     if wiring.send_tool is not None:
         tools.append(wiring.send_tool)
+    model = wiring.resolve_model(agent)
     return _Setup(
-        model=wiring.resolve_model(agent),
+        model=model,
         instructions=_system_prompt(agent, wiring, instructions, additional_instructions),
         tools=tools,
         function_tools=function_tools,
         schema=_output_schema(agent),
         can_send=wiring.send_tool is not None,
+        usage_key=(agent.name, getattr(model, "model_name", None) or type(model).__name__),
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import httpx2
 import openai
-from agents import Model, ModelResponse
+from agents import Model, ModelResponse, OpenAIChatCompletionsModel, OpenAIResponsesModel
 from agents.items import TResponseStreamEvent
 
 from ._errors import (
@@ -204,6 +204,14 @@ except ImportError:  # pragma: no cover - a newer SDK moved it; clients then ret
 _NOTHING: Any = object()
 
 
+def _retries_on_its_own(model: Model) -> bool:
+    """The SDK's provider models (OpenAI, LiteLLM, any-llm) retry inside their client unless the flag says not to."""
+    return type(model).__module__.startswith("agents.") or isinstance(model, _SDK_MODELS)
+
+
+_SDK_MODELS = (OpenAIResponsesModel, OpenAIChatCompletionsModel)  # and subclasses defined elsewhere
+
+
 class _TimedOut(Exception):
     """This wrapper's own per-call timeout expired."""
 
@@ -224,6 +232,7 @@ class RetryingModel(Model):
         self.model_name = model_name
         self.policy = policy
         self.timeout = timeout
+        self._quiets_client = _retries_on_its_own(inner)
 
     def wraps(self, inner: Model, *, agent: str, policy: RetryPolicy, timeout: float | None) -> bool:
         return self.inner is inner and self.agent == agent and self.policy is policy and self.timeout == timeout
@@ -237,7 +246,7 @@ class RetryingModel(Model):
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
         attempt = 1
         while True:
-            token = _NO_CLIENT_RETRIES.set(True)
+            token = _NO_CLIENT_RETRIES.set(True) if self._quiets_client else None
             try:
                 if self.timeout is None:
                     return await self.inner.get_response(*args, **kwargs)
@@ -251,7 +260,8 @@ class RetryingModel(Model):
                     raise failure from None  # the original may quote the key; its parts are in `failure`
                 retry_after = _retry_after(error)
             finally:
-                _NO_CLIENT_RETRIES.reset(token)
+                if token is not None:
+                    _NO_CLIENT_RETRIES.reset(token)
             await self.policy.sleep(self.policy.delay(attempt, retry_after))
             attempt += 1
 
