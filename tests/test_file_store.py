@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from aiofiles.threadpool.binary import AsyncFileIO
 
+from agency_swarm import _file_store as file_store_module
 from agency_swarm._errors import ConfigError, InvalidChatId, ItemTooLarge, StoreError
 from agency_swarm._file_store import FileThreadStore
 
@@ -428,16 +429,28 @@ class ShortWrites:
         self.data = bytearray()
         self.limit = limit
 
-    async def write(self, chunk: memoryview) -> int:
+    def fileno(self) -> int:
+        return -1
+
+    def write_fd(self, fd: int, chunk: memoryview) -> int:
+        assert fd == -1
         taken = bytes(chunk[: min(7, self.limit - len(self.data))])
         self.data += taken
         return len(taken)
 
+    async def write(self, chunk: memoryview) -> int:
+        return self.write_fd(-1, chunk)
 
-async def test_short_writes_are_continued_and_a_stalled_write_is_an_error(store: FileThreadStore) -> None:
-    patient = ShortWrites(limit=100)
-    await store._write(patient, b"x" * 40)  # type: ignore[arg-type]
-    assert patient.data == b"x" * 40
+
+@pytest.mark.parametrize("size", [40, file_store_module.INLINE_WRITE_BYTES + 1])  # on the loop's thread; in a worker
+async def test_short_writes_are_continued_and_a_stalled_write_is_an_error(
+    store: FileThreadStore, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    patient = ShortWrites(limit=size)
+    monkeypatch.setattr(file_store_module, "_write_fd", patient.write_fd)
+    await store._write(patient, b"x" * size)  # type: ignore[arg-type]
+    assert patient.data == b"x" * size
     stalled = ShortWrites(limit=10)
-    with pytest.raises(OSError, match="stored nothing after 10 of 40 bytes"):
-        await store._write(stalled, b"x" * 40)  # type: ignore[arg-type]
+    monkeypatch.setattr(file_store_module, "_write_fd", stalled.write_fd)
+    with pytest.raises(OSError, match=f"stored nothing after 10 of {size} bytes"):
+        await store._write(stalled, b"x" * size)  # type: ignore[arg-type]
