@@ -175,3 +175,23 @@ def test_testing_helpers_are_the_documented_ones() -> None:
     assert call == ToolCall(
         "send_message", {"recipient_agent": "Developer", "message": "build", "additional_instructions": None}
     )
+
+
+def test_stores_and_cost_types_load_on_first_use() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, agency_swarm\n"
+        "heavy = ('sqlite3', 'aiofiles', 'agency_swarm._sql_store', 'agency_swarm._file_store', 'agency_swarm._cost')\n"
+        "print(sorted(name for name in heavy if name in sys.modules))\n"
+        "from agency_swarm import FileThreadStore, ModelPrice, SQLThreadStore\n"
+        "print(FileThreadStore.__module__, ModelPrice.__module__, SQLThreadStore.__module__)\n"
+        "print('FileThreadStore' in dir(agency_swarm))\n"
+    )
+    lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert lines[0] == "[]"  # `import agency_swarm` stays cheap
+    assert lines[1] == "agency_swarm._file_store agency_swarm._cost agency_swarm._sql_store"
+    assert lines[2] == "True"
+    with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
+        agency_swarm.Nope  # noqa: B018

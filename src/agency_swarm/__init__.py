@@ -1,10 +1,12 @@
 """agency_swarm: teams of openai-agents agents that message each other through a chart."""
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agents import ModelSettings, function_tool
 
 from ._agency import Agency
 from ._agent import Agent
-from ._cost import CostEstimate, ModelPrice
 from ._errors import (
     AgencySwarmError,
     ChartError,
@@ -36,13 +38,38 @@ from ._events import (
     ToolCalled,
     ToolOutput,
 )
-from ._file_store import FileThreadStore
 from ._hooks import AgencyHooks
 from ._results import Interruption, ResponseStream, RunResult
 from ._retry import RetryPolicy
-from ._sql_store import SQLiteThreadStore, SQLThreadStore
 from ._store import MemoryThreadStore, ThreadStore, TurnLockingStore
 from ._threads import ConversationThread, ThreadManager
+
+if TYPE_CHECKING:
+    from ._cost import CostEstimate, ModelPrice
+    from ._file_store import FileThreadStore
+    from ._sql_store import SQLiteThreadStore, SQLThreadStore
+
+_LAZY = {
+    "CostEstimate": "._cost",
+    "FileThreadStore": "._file_store",
+    "ModelPrice": "._cost",
+    "SQLThreadStore": "._sql_store",
+    "SQLiteThreadStore": "._sql_store",
+}
+"""Exported names whose modules (and aiofiles, sqlite3) load on first use, so `import agency_swarm` stays cheap."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agency_swarm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 __all__ = [
     "Agency",
