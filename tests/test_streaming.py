@@ -531,8 +531,8 @@ async def test_recipient_failure_mid_stream_becomes_callers_tool_output_event() 
     assert "RuntimeError: model down" in output
 
 
-async def test_cancelling_a_blocking_turn_mid_tool_saves_answered_threads() -> None:
-    save = SaveRecorder()
+def hanging_team(save: SaveRecorder) -> tuple[Agency, asyncio.Event]:
+    """CEO sends to Developer, whose tool blocks until cancelled; the event says the tool is running."""
     tool_running = asyncio.Event()
     never = asyncio.Event()
 
@@ -545,13 +545,21 @@ async def test_cancelling_a_blocking_turn_mid_tool_saves_answered_threads() -> N
 
     ceo = Agent(name="CEO", model=ScriptedModel([send_message("Developer", "build"), "unused"]))
     dev = Agent(name="Developer", model=ScriptedModel([ToolCall("hang"), "unused"]), tools=[hang])
-    agency = Agency([ceo, [ceo, dev]], save_threads_callback=save)
+    return Agency([ceo, [ceo, dev]], save_threads_callback=save), tool_running
 
-    task = asyncio.create_task(agency.get_response("go", chat_id="cancel-me"))
+
+async def cancel_when_running(turn: Any, tool_running: asyncio.Event) -> None:
+    task = asyncio.ensure_future(turn)
     await asyncio.wait_for(tool_running.wait(), timeout=10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+
+
+async def test_cancelling_a_blocking_turn_mid_tool_saves_answered_threads() -> None:
+    save = SaveRecorder()
+    agency, tool_running = hanging_team(save)
+    await cancel_when_running(agency.get_response("go", chat_id="cancel-me"), tool_running)
 
     assert [chat for chat, _ in save.snapshots] == ["cancel-me"]
     assert {"user->CEO", "CEO->Developer"} <= set(save.last)
@@ -561,30 +569,15 @@ async def test_cancelling_a_blocking_turn_mid_tool_saves_answered_threads() -> N
 
 async def test_cancelling_a_streamed_turn_while_a_tool_waits_saves_answered_threads() -> None:
     save = SaveRecorder()
-    tool_running = asyncio.Event()
-    never = asyncio.Event()
-
-    @function_tool
-    async def hang() -> str:
-        """Blocks until cancelled."""
-        tool_running.set()
-        await never.wait()
-        return "unreachable"
-
-    ceo = Agent(name="CEO", model=ScriptedModel([send_message("Developer", "build"), "unused"]))
-    dev = Agent(name="Developer", model=ScriptedModel([ToolCall("hang"), "unused"]), tools=[hang])
-    agency = Agency([ceo, [ceo, dev]], save_threads_callback=save)
+    agency, tool_running = hanging_team(save)
     seen: list[str] = []
 
     async def read() -> None:
         async for event in agency.get_response_stream("go", chat_id="cancel-me"):
             seen.append(event.type)
 
-    task = asyncio.create_task(read())
-    await asyncio.wait_for(tool_running.wait(), timeout=10)
-    task.cancel()  # the cancellation reaches the tool through the stream's generator, where the turn waits
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    # the cancellation reaches the tool through the stream's generator, where the turn waits
+    await cancel_when_running(read(), tool_running)
 
     assert "tool_called" in seen
     assert "tool_output" not in seen
