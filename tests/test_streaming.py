@@ -593,3 +593,28 @@ async def test_a_stream_dropped_before_iterating_leaves_no_turn_behind() -> None
     gc.collect()  # a turn coroutine made but never awaited would warn here, and warnings are errors
     assert ceo_model.calls == []
     assert (await agency.get_response("Build a page")).final_output == "The page is live now."
+
+
+async def test_drive_lets_a_turn_await_while_it_unwinds_and_drops_what_it_emits_then() -> None:
+    from agency_swarm._channel import Emit, ReaderLeft, drive
+
+    def started(message: str) -> AgentStarted:
+        return AgentStarted(agent="A", caller="user", depth=0, chat_id="c", message=message)
+
+    unwound: list[str] = []
+
+    async def turn() -> None:
+        try:
+            await Emit(started("read"))
+            await Emit(started("never read"))
+        except ReaderLeft:
+            await asyncio.sleep(0)  # the clean-up may await (a store write, a lock)
+            await Emit(started("emitted while unwinding"))  # and what it emits then goes nowhere
+            unwound.append("cleaned up")
+            raise
+
+    events = drive(turn)
+    first = await anext(events)
+    await events.aclose()
+    assert first.message == "read"
+    assert unwound == ["cleaned up"]

@@ -67,10 +67,8 @@ async def drive(start: TurnStart) -> AsyncGenerator[Event, None]:
             yielded = turn.send(value) if error is None else turn.throw(error)
         except StopIteration:
             return
-        except ReaderLeft:
-            if reader_left:
-                return  # the turn is cleaned up; the generator closes as asked
-            raise
+        except ReaderLeft:  # only ever thrown in below, once the reader has left
+            return  # the turn is cleaned up; the generator closes as asked
         value = error = None
         if type(yielded) is Emit:
             if not reader_left:
