@@ -913,3 +913,38 @@ def test_importing_the_package_loads_neither_yaml_nor_the_schema() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+RETRIES = """
+retry: {max_attempts: 5, initial_delay: 0.1, max_delay: 2, jitter: false}
+show_tool_errors: false
+agents:
+  Lead:
+    description: Leads.
+  Careful:
+    description: Retries less and shows tool errors.
+    retry: {max_attempts: 1}
+    show_tool_errors: true
+chart: {supervisor: Lead, workers: [Careful]}
+"""
+
+
+def test_retry_and_tool_errors_come_from_the_file_for_the_agency_and_per_agent(tmp_path: Path) -> None:
+    from agency_swarm import RetryPolicy
+
+    agency = Agency.from_config(write(tmp_path, "a.yaml", RETRIES))
+    assert agency.retry == RetryPolicy(max_attempts=5, initial_delay=0.1, max_delay=2.0, jitter=False)
+    assert agency.show_tool_errors is False
+    lead, careful = agency.agents["Lead"], agency.agents["Careful"]
+    assert (lead.retry, lead.show_tool_errors) == (None, None)  # the agency's defaults apply to it
+    assert careful.retry == RetryPolicy(max_attempts=1)
+    assert careful.show_tool_errors is True
+
+
+def test_a_bad_retry_names_its_line_and_key(tmp_path: Path) -> None:
+    error = load_error(write(tmp_path, "a.yaml", "agents:\n  Lead:\n    retry: {max_attempts: 0}\n"))
+    assert (error.line, error.key) == (3, "agents.Lead.retry.max_attempts")
+    assert "greater than or equal to 1" in str(error)
+    error = load_error(write(tmp_path, "b.yaml", "retry: {attempts: 3}\nagents:\n  Lead: {}\n"))
+    assert (error.line, error.key) == (1, "retry.attempts")
+    assert "max_attempts" in str(error)  # the keys allowed there are listed

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
     from ._agency import Agency
     from ._agent import Agent
-    from ._config_schema import AgentSpec, ChartSpec, DepartmentSpec, FileSpec, StoreSpec
+    from ._config_schema import AgentSpec, ChartSpec, DepartmentSpec, FileSpec, RetrySpec, StoreSpec
+    from ._retry import RetryPolicy
     from ._store import ThreadStore
 
 SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
@@ -104,6 +105,10 @@ def load_agency(
     options: dict[str, Any] = {"model_provider": model_provider, "shared_instructions": shared, **store_options}
     if spec.max_recursion_depth is not None:
         options["max_recursion_depth"] = spec.max_recursion_depth
+    if spec.retry is not None:
+        options["retry"] = _retry_policy(spec.retry)
+    if spec.show_tool_errors is not None:
+        options["show_tool_errors"] = spec.show_tool_errors
     try:
         return cls(*entries, communication_flows=flows, **options)
     except ConfigFileError:
@@ -392,9 +397,17 @@ def _build_agent(
             tools=tools,
             max_steps=spec.max_steps or spec.max_iterations or DEFAULT_MAX_STEPS,
             history_window=spec.history_window,
+            retry=_retry_policy(spec.retry),
+            show_tool_errors=spec.show_tool_errors,
         )
     except ConfigError as error:
         raise source.error(str(error), loc) from error
+
+
+def _retry_policy(spec: RetrySpec | None) -> RetryPolicy | None:
+    from ._retry import RetryPolicy
+
+    return None if spec is None else RetryPolicy(**spec.model_dump())
 
 
 def _check_agent_name(source: _Source, name: str) -> None:

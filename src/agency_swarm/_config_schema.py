@@ -36,6 +36,17 @@ MODEL_SETTING_KEYS = (
 they are where credentials go, and credentials never belong in a config file."""
 
 
+class RetrySpec(BaseModel):
+    """`retry:` of an agent or of the whole agency: the fields of agency_swarm.RetryPolicy."""
+
+    model_config = _STRICT
+
+    max_attempts: int = Field(default=3, ge=1)
+    initial_delay: float = Field(default=0.5, ge=0)
+    max_delay: float = Field(default=8.0, ge=0)
+    jitter: bool = True
+
+
 class AgentSpec(BaseModel):
     """One agent under `agents:` (its name is the key, or `name:` in the list form)."""
 
@@ -50,6 +61,8 @@ class AgentSpec(BaseModel):
     max_iterations: int | None = Field(default=None, ge=1)
     """The reference design's name for max_steps."""
     history_window: int | None = Field(default=None, ge=1)
+    retry: RetrySpec | None = None
+    show_tool_errors: bool | None = None
     # agents.ModelSettings
     temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, ge=0, le=1)
@@ -141,6 +154,10 @@ class FileSpec(BaseModel):
     shared_instructions: str | None = None
     shared_instructions_file: str | None = Field(default=None, min_length=1)
     max_recursion_depth: int | None = Field(default=None, ge=0)
+    retry: RetrySpec | None = None
+    """The default for agents without their own `retry`."""
+    show_tool_errors: bool | None = None
+    """The default for agents without their own `show_tool_errors`."""
     store: StoreSpec | None = None
 
 
@@ -154,6 +171,8 @@ def model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
             return AgentSpec
         if len(rest) == 2 and rest[1] == "reasoning":
             return ReasoningSpec
+        if len(rest) == 2 and rest[1] == "retry":
+            return RetrySpec
         if len(rest) == 3 and rest[1] == "toolkits":
             return ToolkitPick
         return None
@@ -163,4 +182,6 @@ def model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         return DepartmentSpec if rest[-2:-1] == ("departments",) else None
     if head == "store" and not rest:
         return StoreSpec
+    if head == "retry" and not rest:
+        return RetrySpec
     return None
