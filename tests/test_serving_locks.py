@@ -170,20 +170,26 @@ async def test_a_dead_holder_frees_the_chat_for_the_others(
         pass
 
 
+async def wait_behind(store: Any, chat_id: str, failed_tries: FailedTries) -> asyncio.Task[None]:
+    """A task waiting for `chat_id`'s turn lock on `store` (another store holds it), once it has tried and failed."""
+
+    async def wait_for_it() -> None:
+        async with store.turn_lock(chat_id):
+            pytest.fail("the chat was locked by another store")
+
+    waiting = asyncio.create_task(wait_for_it())
+    async with asyncio.timeout(BOUND):
+        await failed_tries.event.wait()
+    return waiting
+
+
 async def test_a_cancelled_wait_leaves_nothing_locked(
     stores: Stores, probe: asyncpg.Connection, prefix: str, failed_tries: FailedTries
 ) -> None:
     first, second = stores.open(), stores.open()
     chat_id = f"{prefix}cancel"
     async with first.turn_lock(chat_id):
-
-        async def wait_for_it() -> None:
-            async with second.turn_lock(chat_id):
-                pytest.fail("the chat was locked by the first store")
-
-        waiting = asyncio.create_task(wait_for_it())
-        async with asyncio.timeout(BOUND):
-            await failed_tries.event.wait()
+        waiting = await wait_behind(second, chat_id, failed_tries)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
@@ -198,14 +204,7 @@ async def test_a_turn_still_waiting_when_its_store_closes_fails_clearly(
     holder, closing = stores.open(), stores.open()
     chat_id = f"{prefix}closing"
     async with holder.turn_lock(chat_id):
-
-        async def wait_for_it() -> None:
-            async with closing.turn_lock(chat_id):
-                pytest.fail("the chat was locked by the other store")
-
-        waiting = asyncio.create_task(wait_for_it())
-        async with asyncio.timeout(BOUND):
-            await failed_tries.event.wait()
+        waiting = await wait_behind(closing, chat_id, failed_tries)
         await closing.aclose()
         with pytest.raises(StoreError, match="closed while a turn waited"):
             async with asyncio.timeout(BOUND):
