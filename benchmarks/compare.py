@@ -68,12 +68,18 @@ def run_child(system: str, role: str, flags: list[str]) -> dict[str, Any]:
     return result
 
 
+_COMPILED: set[str] = set()
+
+
 def compile_bytecode(python: str) -> None:
     """Write the .pyc files of that interpreter's packages (and our src/), as an installed package would have them.
 
     PYTHONDONTWRITEBYTECODE=1 (set for the workers, and often for the whole machine) would otherwise leave every
     import compiling its sources, which measures the compiler, not the import: ~2.5 s instead of ~0.4 s here.
     """
+    if python in _COMPILED:
+        return
+    _COMPILED.add(python)
     where = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
     purelib = subprocess.run([python, "-c", where], capture_output=True, text=True, check=True).stdout.strip()
     env = {key: value for key, value in _env().items() if key != "PYTHONDONTWRITEBYTECODE"}
