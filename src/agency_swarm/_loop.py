@@ -1,7 +1,8 @@
 """THE turn loop: each agent turn is one coroutine that emits events; send_message recurses one level deeper.
 
-Blocking and streaming share every line: `drive` (see _channel) runs the turn as an async generator of its events;
-blocking callers drain it, and the model is then called with `get_response` instead of `stream_response`.
+Blocking and streaming share every line: a stream runs the turn through `drive` (see _channel), which yields its
+events; a blocking call awaits the same turn (it emits nothing `drive` would hand out), and the model is then
+called with `get_response` instead of `stream_response`.
 """
 
 from __future__ import annotations
