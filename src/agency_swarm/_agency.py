@@ -14,7 +14,7 @@ from ._channel import TurnStart
 from ._chart import Chart, parse_chart
 from ._errors import ConfigError
 from ._hooks import AgencyHooks, hook_table
-from ._loop import resume_turn
+from ._loop import resume_turn, top_level_turn
 from ._placeholders import check_placeholders
 from ._results import ResponseStream, RunResult
 from ._retry import RetryPolicy
@@ -172,8 +172,12 @@ class Agency:
         additional_instructions: str | None = None,
     ) -> RunResult:
         """One turn: the user's message to `recipient_agent` (default: the first entry point)."""
-        stream = self._open(message, recipient_agent, chat_id, context, additional_instructions, streaming=False)
-        return await stream._drain()
+        agent = self._recipient(recipient_agent)
+        caller, chat = agent._checked(message, chat_id, None, additional_instructions)
+        return await top_level_turn(
+            agent, self._wirings[agent.name], message, caller=caller, chat_id=chat, context=context,
+            additional_instructions=additional_instructions, stream=None,
+        )
 
     def get_response_stream(
         self,
@@ -185,7 +189,8 @@ class Agency:
         additional_instructions: str | None = None,
     ) -> ResponseStream:
         """The same turn as a stream of events from every agent involved, in order."""
-        return self._open(message, recipient_agent, chat_id, context, additional_instructions, streaming=True)
+        agent = self._recipient(recipient_agent)
+        return agent._stream(message, chat_id, None, context, additional_instructions, self._wirings[agent.name])
 
     def get_response_sync(
         self,
@@ -204,22 +209,6 @@ class Agency:
                 message, recipient_agent, chat_id=chat_id, context=context,
                 additional_instructions=additional_instructions,
             )
-        )
-
-    def _open(
-        self,
-        message: str,
-        recipient_agent: str | Agent | None,
-        chat_id: str | None,
-        context: Any,
-        additional_instructions: str | None,
-        *,
-        streaming: bool,
-    ) -> ResponseStream:
-        agent = self._recipient(recipient_agent)
-        return agent._open(
-            message, chat_id, None, context, additional_instructions, streaming=streaming,
-            wiring=self._wirings[agent.name],
         )
 
     # -- pauses and crashes -------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from agents import Agent as _SDKAgent
@@ -169,8 +170,11 @@ class Agent(_SDKAgent[Any]):
         additional_instructions: str | None = None,
     ) -> RunResult:
         """Run one complete turn on the thread sender->self (sender defaults to the user)."""
-        stream = self._open(message, chat_id, sender_name, context, additional_instructions, streaming=False)
-        return await stream._drain()
+        caller, chat = self._checked(message, chat_id, sender_name, additional_instructions)
+        return await top_level_turn(
+            self, self.wiring, message, caller=caller, chat_id=chat, context=context,
+            additional_instructions=additional_instructions, stream=None,
+        )
 
     def get_response_stream(
         self,
@@ -182,35 +186,40 @@ class Agent(_SDKAgent[Any]):
         additional_instructions: str | None = None,
     ) -> ResponseStream:
         """The same turn as an async iterator of events, nested agents' events included."""
-        return self._open(message, chat_id, sender_name, context, additional_instructions, streaming=True)
+        return self._stream(message, chat_id, sender_name, context, additional_instructions, self.wiring)
 
-    def _open(
-        self,
-        message: str,
-        chat_id: str | None,
-        sender_name: str | None,
-        context: Any,
-        additional_instructions: str | None,
-        *,
-        streaming: bool,
-        wiring: Wiring | None = None,
-    ) -> ResponseStream:
+    def _checked(
+        self, message: str, chat_id: str | None, sender_name: str | None, additional_instructions: str | None
+    ) -> tuple[str, str]:
+        """The caller and chat id of a new message, after checking what the user passed."""
         if not isinstance(message, str):
             raise ConfigError(f"message must be a str, got {type(message).__name__}.")
         if additional_instructions is not None and not isinstance(additional_instructions, str):
             raise ConfigError("additional_instructions must be a str or None.")
         caller = USER if sender_name is None else sender_name
         chat = check_chat_id(DEFAULT_CHAT_ID if chat_id is None else chat_id)
-        if not isinstance(caller, str) or not caller or "->" in caller:
+        if caller is not USER and (not isinstance(caller, str) or not caller or "->" in caller):
             raise ConfigError(f"sender_name {caller!r} is not a valid sender; use an agent name or leave it out.")
+        return caller, chat
+
+    def _stream(
+        self,
+        message: str,
+        chat_id: str | None,
+        sender_name: str | None,
+        context: Any,
+        additional_instructions: str | None,
+        wiring: Wiring,
+    ) -> ResponseStream:
+        caller, chat = self._checked(message, chat_id, sender_name, additional_instructions)
 
         def start(stream: ResponseStream) -> TurnStart:
-            return top_level_turn(
-                self, wiring or self.wiring, message, caller=caller, chat_id=chat, context=context,
+            return partial(
+                top_level_turn, self, wiring, message, caller=caller, chat_id=chat, context=context,
                 additional_instructions=additional_instructions, stream=stream,
             )
 
-        return ResponseStream(start, streaming=streaming)
+        return ResponseStream(start, streaming=True)
 
     def get_response_sync(
         self,

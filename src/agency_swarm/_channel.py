@@ -19,7 +19,7 @@ from typing import Any
 from ._events import Event
 from ._hooks import HookTable, dispatch
 
-TurnStart = Callable[[], Coroutine[Any, Any, None]]
+TurnStart = Callable[[], Coroutine[Any, Any, object]]
 """Makes a top-level turn's coroutine: `drive` runs it for a stream, a blocking call just awaits it."""
 
 EmitEvent = Callable[[Event], Awaitable[None]]

@@ -11,10 +11,9 @@ import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any, assert_never
 
 from agents import (
@@ -217,19 +216,36 @@ def top_level_turn(
     chat_id: str,
     context: Any,
     additional_instructions: str | None,
-    stream: ResponseStream,
-) -> TurnStart:
-    """One turn from outside the agency: load the chat once, run the entry agent, save what was produced."""
+    stream: ResponseStream | None,
+) -> Coroutine[Any, Any, RunResult]:
+    """One turn from outside the agency: load the chat once, run the entry agent, save what was produced.
 
-    async def begin(manager: ThreadManager) -> _Turn:
+    A blocking call awaits this coroutine; a stream (`stream` given) runs it through `drive`.
+    """
+    return _new_message_turn(agent, wiring, message, caller, chat_id, context, additional_instructions, stream)
+
+
+async def _new_message_turn(
+    agent: Agent,
+    wiring: Wiring,
+    message: str,
+    caller: str,
+    chat_id: str,
+    context: Any,
+    additional_instructions: str | None,
+    stream: ResponseStream | None,
+) -> RunResult:
+    manager = wiring.thread_manager
+    async with manager.hold(chat_id):
+        if not manager.is_loaded(chat_id):
+            await manager.ensure_loaded(chat_id)
         if manager.has_unanswered_calls(chat_id):
             await _settle_unanswered(manager, agent, wiring, chat_id)
-        return _Turn(
+        turn = _Turn(
             agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, caller, agent.name), caller=caller,
-            depth=0, run=_Run(chat_id, stream.streaming, context),
+            depth=0, run=_Run(chat_id, stream is not None and stream.streaming, context),
         )
-
-    return partial(_top_turn, wiring.thread_manager, chat_id, begin, message, additional_instructions, stream)
+        return await _entry_turn(manager, turn, message, additional_instructions, stream)
 
 
 def resume_turn(
@@ -244,65 +260,68 @@ def resume_turn(
 ) -> TurnStart:
     """Continue the chat's unfinished top-level turn from its last stored item (after a pause or a crash)."""
 
-    async def begin(manager: ThreadManager) -> _Turn:
-        agent, wiring = _unfinished_entry(entries, manager, chat_id)
-        pending = {str(call.get("call_id")) for calls in manager.pending_calls(chat_id).values() for call in calls}
-        unknown = sorted((approve | reject) - pending)
-        if unknown or approve & reject:
-            raise ConfigError(
-                f"resume: call ids {sorted(approve & reject) or unknown} are "
-                f"{'both approved and rejected' if approve & reject else 'not waiting in chat ' + repr(chat_id)}; "
-                f"the calls waiting are: {sorted(pending) or 'none'}."
+    async def resumed() -> RunResult:
+        async with manager.hold(chat_id):
+            await manager.ensure_loaded(chat_id)
+            agent, wiring = _unfinished_entry(entries, manager, chat_id)
+            pending = {str(call.get("call_id")) for calls in manager.pending_calls(chat_id).values() for call in calls}
+            unknown = sorted((approve | reject) - pending)
+            if unknown or approve & reject:
+                raise ConfigError(
+                    f"resume: call ids {sorted(approve & reject) or unknown} are "
+                    f"{'both approved and rejected' if approve & reject else 'not waiting in chat ' + repr(chat_id)}; "
+                    f"the calls waiting are: {sorted(pending) or 'none'}."
+                )
+            turn = _Turn(
+                agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, USER_CALLER, agent.name),
+                caller=USER_CALLER, depth=0, run=_Run(chat_id, stream.streaming, context, approve, reject),
             )
-        return _Turn(
-            agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, USER_CALLER, agent.name),
-            caller=USER_CALLER, depth=0, run=_Run(chat_id, stream.streaming, context, approve, reject),
-        )
+            return await _entry_turn(manager, turn, None, None, stream)
 
-    return partial(_top_turn, manager, chat_id, begin, None, None, stream)
+    return resumed
 
 
 USER_CALLER = "user"
 
 
-async def _top_turn(
+async def _entry_turn(
     manager: ThreadManager,
-    chat_id: str,
-    begin: Callable[[ThreadManager], Awaitable[_Turn]],
+    turn: _Turn,
     message: str | None,
     additional_instructions: str | None,
-    stream: ResponseStream,
-) -> None:
-    """Under the chat's lock: load it, `begin` the entry turn, run it, save, and hand over the RunResult."""
-    async with manager.hold(chat_id):
-        await manager.ensure_loaded(chat_id)
-        turn = await begin(manager)
-        run, thread = turn.run, turn.thread
-        start = len(thread.items)
-        run.trace = open_trace(turn.agent.name, chat_id)
+    stream: ResponseStream | None,
+) -> RunResult:
+    """Under the chat's lock, with the chat loaded: run the entry agent's turn, save, and build the RunResult."""
+    run, thread, chat_id = turn.run, turn.thread, turn.run.chat_id
+    start = len(thread.items)
+    run.trace = open_trace(turn.agent.name, chat_id)
+    if run.trace is not None:
+        turn.parent_span = run.trace.trace
+    hooks = turn.wiring.hooks
+    if hooks is not None or run.streaming:
+        turn.emit = channel(hooks, run.streaming)
+    try:
+        await run_agent(turn, message, additional_instructions)
+    except HookFailed as failed:
+        raise failed.error from None  # the hook's own error, as the caller would expect it
+    finally:
+        if turn.paused:
+            manager.mark_unanswered(chat_id)
         if run.trace is not None:
-            turn.parent_span = run.trace.trace
-        turn.emit = channel(turn.wiring.hooks, run.streaming)
-        try:
-            await run_agent(turn, message, additional_instructions)
-        except HookFailed as failed:
-            raise failed.error from None  # the hook's own error, as the caller would expect it
-        finally:
-            if turn.paused:
-                manager.mark_unanswered(chat_id)
-            if run.trace is not None:
-                close_trace(run.trace)
+            close_trace(run.trace)
+        if manager.saves_turns:
             await manager.save(chat_id)
-        stream._finish(
-            RunResult(
-                final_output=turn.output,
-                new_items=thread.items[start:],
-                chat_id=chat_id,
-                agent=turn.agent.name,
-                totals_by_model=run.usage_by_model,
-                interruptions=run.interruptions,
-            )
-        )
+    result = RunResult(
+        final_output=turn.output,
+        new_items=thread.items[start:],
+        chat_id=chat_id,
+        agent=turn.agent.name,
+        totals_by_model=run.usage_by_model,
+        interruptions=run.interruptions,
+    )
+    if stream is not None:
+        stream._finish(result)
+    return result
 
 
 def _unfinished_entry(

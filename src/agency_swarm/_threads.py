@@ -137,6 +137,8 @@ class ThreadManager:
             store = CallbackThreadStore(load_threads_callback, save_threads_callback)
         self.store: ThreadStore | None = store
         """None: this process's memory only (the threads here are the store; nothing is copied)."""
+        self.saves_turns = getattr(store, "end_turn", None) is not None
+        """The store wants the whole chat at the end of each top-level turn (`save`)."""
         self._listeners: list[ItemListener] = []
         self._chats: dict[str, dict[str, ConversationThread]] = {}
         self._loaded: OrderedDict[str, None] = OrderedDict()  # least recently used first
@@ -203,18 +205,27 @@ class ThreadManager:
         self._loaded.pop(chat_id, None)
         self._unanswered.discard(chat_id)
 
+    def is_loaded(self, chat_id: str) -> bool:
+        """Whether the chat is ready in memory (then marked as just used); if not, `await ensure_loaded` first."""
+        loaded = self._loaded
+        if chat_id in loaded:
+            if self.store is not None:  # only chats that are in a store ever leave memory
+                loaded.move_to_end(chat_id)
+            return True
+        if self.store is None:
+            loaded[chat_id] = None
+            return True
+        return False
+
     async def ensure_loaded(self, chat_id: str) -> None:
         """Load a chat from the store the first time a turn uses it in this process.
 
         Calls left without outputs (a crash, or a pause for approval) are kept as they are: `resume` continues
         from them, and the next new message repairs them (`repair_chat`).
         """
-        if chat_id in self._loaded:
-            self._loaded.move_to_end(chat_id)
+        if self.is_loaded(chat_id):
             return
-        if self.store is None:
-            self._loaded[chat_id] = None
-            return
+        assert self.store is not None  # a chat without a store is always loaded
         stored = validated_threads(await self.store.load(chat_id), chat_id, source=type(self.store).__name__)
         threads = self._chats.setdefault(chat_id, {})
         for key, items in stored.items():
