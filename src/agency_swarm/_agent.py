@@ -13,7 +13,7 @@ from ._channel import TurnStart
 from ._chart import USER
 from ._errors import ConfigError
 from ._hooks import HookTable
-from ._loop import top_level_turn
+from ._loop import _Setup, top_level_turn
 from ._results import ResponseStream, RunResult
 from ._retry import DEFAULT_RETRY, RetryingModel, RetryPolicy, check_retry, check_timeout, model_label
 from ._threads import ThreadManager, check_chat_id
@@ -41,6 +41,8 @@ class Wiring:
     """The agency's AgencyHooks, reduced to the methods it overrides; None when it has none."""
     show_tool_errors: bool = True
     """The agency's default for agents without their own `show_tool_errors`."""
+    setups: dict[Agent, _Setup] = field(default_factory=dict)
+    """Per agent, the loop's last per-turn setup (tools, prompt, model), reused while its sources are unchanged."""
     _models: dict[str, Model] = field(default_factory=dict)
     _retrying: dict[Agent, RetryingModel] = field(default_factory=dict)
     _last: dict[Agent, tuple[Any, RetryPolicy, float | None, str, RetryingModel]] = field(default_factory=dict)

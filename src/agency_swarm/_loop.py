@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, assert_never
@@ -202,6 +202,9 @@ class _Setup:
     can_send: bool
     usage_key: tuple[str, str]
     """(agent, model name): where this turn's usage is counted, and what cost estimates price."""
+    sources: tuple[Any, ...] | None = None
+    """What the setup was built from, when it may serve the agent's next turns too (see `_reused_setup`)."""
+    tool_list: list[Tool] | None = None
 
 
 # -- entry point ---------------------------------------------------------------------------------------
@@ -439,8 +442,13 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
             agent=name, caller=caller, depth=depth, chat_id=chat_id,
             message=_last_user_message(turn.thread) if message is None else message,
         ))
-    await _begin(turn, message)
-    setup = await _prepare(turn, additional_instructions)
+    if agent.input_guardrails or agent.hooks is not None:
+        await _begin(turn, message)
+    if message is not None:
+        stored = turn.thread.add([{"role": "user", "content": message}])
+        if stored is not None:
+            await stored
+    setup = _reused_setup(turn, additional_instructions) or await _prepare(turn, additional_instructions)
     model_settings = agent.model_settings
     step: NextStep = RunAgain() if message is not None else _resumed_step(turn, setup)
     steps = 0
@@ -466,13 +474,7 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
         if steps == agent.max_steps:
             raise MaxStepsExceeded(agent=name, chat_id=chat_id, depth=depth, max_steps=agent.max_steps)
         steps += 1
-        if run.streaming:
-            output, usage = await _stream_model(turn, setup, model_settings)
-        else:
-            output, usage = await _call_model(turn, setup, model_settings)
-        run.record(setup.usage_key, usage)
-        await turn.thread.extend([stored_item(item) for item in output])
-        step = _next_step(turn, setup, output)
+        step = await _model_step(turn, setup, model_settings)
     if agent.output_guardrails or agent.hooks is not None:
         await _before_finishing(turn, step.output)
     turn.output = step.output
@@ -480,15 +482,26 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
         await emit(AgentFinished(agent=name, caller=caller, depth=depth, chat_id=chat_id, output=step.output))
 
 
+async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any) -> NextStep:
+    """One model call: its usage counted, its output items stored, and what they ask for next."""
+    if turn.run.streaming:
+        output, usage = await _stream_model(turn, setup, model_settings)
+    else:
+        output, usage = await _call_model(turn, setup, model_settings)
+    turn.run.record(setup.usage_key, usage)
+    stored = turn.thread.add([stored_item(item) for item in output])
+    if stored is not None:
+        await stored
+    return _next_step(turn, setup, output)
+
+
 async def _begin(turn: _Turn, message: str | None) -> None:
-    """Guardrails and the on_start hook; then the message joins the thread (a resumed turn has it already)."""
+    """Input guardrails and the on_start hook, before the message joins the thread."""
     agent = turn.agent
     if message is not None and agent.input_guardrails:
         await _check_input_guardrails(turn, message)
     if agent.hooks is not None:
         await agent.hooks.on_start(turn.run.context(), agent)
-    if message is not None:
-        await turn.thread.append({"role": "user", "content": message})
 
 
 def _last_user_message(thread: ConversationThread) -> str:
@@ -525,15 +538,45 @@ async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
     if wiring.send_tool is not None:
         tools.append(wiring.send_tool)
     model = wiring.resolve_model(agent)
-    return _Setup(
+    system_prompt = _system_prompt(agent, wiring, instructions, additional_instructions)
+    setup = _Setup(
         model=model,
-        instructions=_system_prompt(agent, wiring, instructions, additional_instructions),
+        instructions=system_prompt,
         tools=tools,
         function_tools=function_tools,
         schema=_output_schema(agent),
         can_send=wiring.send_tool is not None,
         usage_key=(agent.name, getattr(model, "model_name", None) or type(model).__name__),
     )
+    reusable = (
+        additional_instructions is None and not agent.mcp_servers and len(tools) == len(agent.tools) + setup.can_send
+        and (system_prompt is None or "{{" not in (wiring.shared_instructions or "") + (instructions or ""))
+        and (agent.instructions is None or isinstance(agent.instructions, str))
+    )
+    if reusable:
+        setup.sources, setup.tool_list = _setup_sources(agent, wiring, model), list(agent.tools)
+        wiring.setups[agent] = setup
+    return setup
+
+
+def _setup_sources(agent: Agent, wiring: Wiring, model: Model) -> tuple[Any, ...]:
+    return (
+        model, agent.name, agent.instructions, agent.output_type, wiring.send_tool, wiring.shared_instructions
+    )
+
+
+def _reused_setup(turn: _Turn, additional_instructions: str | None) -> _Setup | None:
+    """The agent's last setup when nothing it was built from has changed: no per-turn rebuild (~1 µs)."""
+    agent, wiring = turn.agent, turn.wiring
+    setup = wiring.setups.get(agent)
+    if setup is None or additional_instructions is not None or agent.mcp_servers:
+        return None
+    if setup.sources != _setup_sources(agent, wiring, wiring.resolve_model(agent)) or setup.tool_list != agent.tools:
+        return None
+    for tool in agent.tools:
+        if getattr(tool, "is_enabled", True) is not True:  # switched off (or made conditional) since
+            return None
+    return setup
 
 
 def _system_prompt(agent: Agent, wiring: Wiring, own: str | None, additional: str | None) -> str | None:
@@ -706,6 +749,11 @@ def _classify(setup: _Setup, call: ResponseFunctionToolCall, *, resume: bool = F
 
 
 def _next_step(turn: _Turn, setup: _Setup, output: Sequence[Any]) -> NextStep:
+    if len(output) == 1 and setup.schema is None:  # the common final answer: one message, plain text
+        item = output[0]
+        if item.type == "message" and len(item.content) == 1:
+            part = item.content[0]
+            return FinalOutput(part.text if part.type == "output_text" else getattr(part, "refusal", ""))
     calls: list[ToolCallStep] = []
     texts: list[str] = []
     for item in output:
@@ -757,33 +805,69 @@ _PENDING: Any = object()
 _AWAITING: Any = object()  # waits for approval: no output is stored until resume decides
 
 
-class _CallOutcome:
-    __slots__ = ("awaiting", "results")
+class _Calls:
+    """One response's calls: their outputs, stored in call order, each as early as that order allows.
 
-    def __init__(self) -> None:
+    A crash while a slow call runs then loses only the outputs that did not exist yet.
+    """
+
+    __slots__ = ("awaiting", "calls", "items", "lock", "outputs", "results", "thread")
+
+    def __init__(self, thread: ConversationThread, calls: list[ToolCallStep]) -> None:
+        self.thread, self.calls = thread, calls
+        self.outputs: list[Any] = [_PENDING] * len(calls)
+        self.items: list[dict[str, Any] | None] = []
+        """One per call settled so far, in call order; None for a call waiting for approval."""
         self.results: list[tuple[int, str, Any]] = []
         """(call index, tool name, output) of the function tools that ran, for tool_use_behavior."""
         self.awaiting = False
+        self.lock = asyncio.Lock() if len(calls) > 1 else None  # only parallel calls settle from several tasks
+
+    async def settle(self, *, final: bool = False) -> None:
+        if self.lock is None:
+            stored = self._store(final)
+            if stored is not None:
+                await stored
+            return
+        async with self.lock:
+            stored = self._store(final)
+            if stored is not None:
+                await stored
+
+    def _store(self, final: bool) -> Awaitable[None] | None:
+        """Add the outputs that are next in call order; returns the store's append to await, if any."""
+        ready: list[dict[str, Any]] = []
+        items, calls, outputs = self.items, self.calls, self.outputs
+        while len(items) < len(calls):
+            index = len(items)
+            call, out = calls[index].call, outputs[index]
+            if out is _PENDING and not final:
+                break
+            if out is _AWAITING:
+                items.append(None)
+                continue
+            item = interrupted_output(call.call_id) if out is _PENDING else output_item(call, out)
+            items.append(item)
+            ready.append(item)
+        return self.thread.add(ready)
 
 
-async def _run_calls(turn: _Turn, setup: _Setup, calls: list[ToolCallStep]) -> _CallOutcome:
+async def _run_calls(turn: _Turn, setup: _Setup, calls: list[ToolCallStep]) -> _Calls:
     """Run one response's calls (concurrently when several); store each output as soon as all before it exist."""
-    outputs: list[Any] = [_PENDING] * len(calls)
-    writer = _OutputWriter(turn.thread, calls, outputs)
-    outcome = _CallOutcome()
+    state = _Calls(turn.thread, calls)
     try:
         if len(calls) == 1:
-            await _run_call(turn, setup, calls[0], outputs, 0, outcome.results, turn.emit)
+            await _run_call(turn, setup, calls[0], state.outputs, 0, state.results, turn.emit)
         else:
-            await _run_parallel(turn, setup, calls, outputs, outcome.results, writer)
+            await _run_parallel(turn, setup, state)
     finally:
-        await writer.settle(final=True)  # also on failure or cancellation: every function_call gets its output
-    outcome.awaiting = _AWAITING in outputs
+        await state.settle(final=True)  # also on failure or cancellation: every function_call gets its output
+    state.awaiting = _AWAITING in state.outputs
     emit = turn.emit
     if emit is None:
-        return outcome
+        return state
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
-    for step, item in zip(calls, writer.items, strict=True):
+    for step, item in zip(calls, state.items, strict=True):
         if item is None:
             continue  # waiting for approval
         text = item["output"] if isinstance(item["output"], str) else json.dumps(item["output"])
@@ -791,36 +875,7 @@ async def _run_calls(turn: _Turn, setup: _Setup, calls: list[ToolCallStep]) -> _
             agent=name, caller=caller, depth=depth, chat_id=chat_id, tool=step.call.name,
             call_id=step.call.call_id, output=text,
         ))
-    return outcome
-
-
-class _OutputWriter:
-    """Appends a response's tool outputs in call order, each as early as that order allows.
-
-    A crash while a slow call runs then loses only the outputs that did not exist yet.
-    """
-
-    def __init__(self, thread: ConversationThread, calls: list[ToolCallStep], outputs: list[Any]) -> None:
-        self.thread, self.calls, self.outputs = thread, calls, outputs
-        self.items: list[dict[str, Any] | None] = []
-        """One per call settled so far, in call order; None for a call waiting for approval."""
-        self._lock = asyncio.Lock()
-
-    async def settle(self, *, final: bool = False) -> None:
-        async with self._lock:
-            ready: list[dict[str, Any]] = []
-            while len(self.items) < len(self.calls):
-                index = len(self.items)
-                call, out = self.calls[index].call, self.outputs[index]
-                if out is _PENDING and not final:
-                    break
-                if out is _AWAITING:
-                    self.items.append(None)
-                    continue
-                item = interrupted_output(call.call_id) if out is _PENDING else output_item(call, out)
-                self.items.append(item)
-                ready.append(item)
-            await self.thread.extend(ready)
+    return state
 
 
 async def _run_call(
@@ -918,7 +973,7 @@ def rejected_output(tool_name: str) -> str:
 async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int, emit: EmitEvent | None) -> None:
     """Check chart, depth and re-entry; then run the recipient one level deeper. Refusals become outputs."""
     wiring, run, sender, call = turn.wiring, turn.run, turn.agent.name, step.call
-    request = parse_send_request(call.arguments, list(wiring.recipients))
+    request = parse_send_request(call.arguments, wiring.recipients)
     if isinstance(request, str):
         outputs[index] = request
         return
@@ -988,14 +1043,7 @@ class _Failed:
 _DONE: Any = object()
 
 
-async def _run_parallel(
-    turn: _Turn,
-    setup: _Setup,
-    calls: list[ToolCallStep],
-    outputs: list[Any],
-    results: list[tuple[int, str, Any]],
-    writer: _OutputWriter,
-) -> None:
+async def _run_parallel(turn: _Turn, setup: _Setup, state: _Calls) -> None:
     """Several calls at once, each in a task; their events reach this task's channel in the order they happen."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
 
@@ -1006,14 +1054,14 @@ async def _run_parallel(
 
     async def job(index: int, step: ToolCallStep) -> None:
         try:
-            await _run_call(turn, setup, step, outputs, index, results, job_emit)
-            await writer.settle()
+            await _run_call(turn, setup, step, state.outputs, index, state.results, job_emit)
+            await state.settle()
         except Exception as error:
             queue.put_nowait(_Failed(error))
         finally:
             queue.put_nowait(_DONE)
 
-    tasks = [asyncio.create_task(job(index, step)) for index, step in enumerate(calls)]
+    tasks = [asyncio.create_task(job(index, step)) for index, step in enumerate(state.calls)]
     remaining = len(tasks)
     try:
         while remaining:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -66,24 +66,27 @@ async def _outside_the_loop(_context: ToolContext[Any], _arguments: str) -> str:
     )
 
 
-def parse_send_request(arguments: str, allowed: Sequence[str]) -> SendRequest | str:
+def parse_send_request(arguments: str, allowed: Collection[str]) -> SendRequest | str:
     """The request, or the text that tells the model what was wrong with it."""
-    hint = f"Agents you can message: {', '.join(allowed)}." if allowed else "You cannot message any agent."
     try:
         data = json.loads(arguments or "{}")
     except json.JSONDecodeError as error:
-        return f"Error: send_message arguments are not valid JSON ({error.msg}). {hint}"
-    if not isinstance(data, dict):
-        return f"Error: send_message arguments must be a JSON object. {hint}"
+        return f"Error: send_message arguments are not valid JSON ({error.msg}). {_hint(allowed)}"
+    if type(data) is not dict:
+        return f"Error: send_message arguments must be a JSON object. {_hint(allowed)}"
     recipient, message = data.get("recipient_agent"), data.get("message")
     extra = data.get("additional_instructions")
-    if not isinstance(recipient, str) or recipient not in allowed:
-        return f"Error: you cannot message {recipient!r}. {hint}"
-    if not isinstance(message, str) or not message.strip():
+    if type(recipient) is not str or recipient not in allowed:
+        return f"Error: you cannot message {recipient!r}. {_hint(allowed)}"
+    if type(message) is not str or not message.strip():
         return "Error: send_message needs a non-empty `message` string."
-    if extra is not None and not isinstance(extra, str):
+    if extra is not None and type(extra) is not str:
         return "Error: `additional_instructions` must be a string or null."
     return SendRequest(recipient=recipient, message=message, additional_instructions=extra or None)
+
+
+def _hint(allowed: Collection[str]) -> str:
+    return f"Agents you can message: {', '.join(allowed)}." if allowed else "You cannot message any agent."
 
 
 def depth_refusal(recipient: str, max_depth: int) -> str:

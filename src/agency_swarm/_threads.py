@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
@@ -93,14 +93,22 @@ class ConversationThread:
 
     async def extend(self, items: list[Item]) -> None:
         """Add items in order; the store gets them in one append."""
+        stored = self.add(items)
+        if stored is not None:
+            await stored
+
+    def add(self, items: list[Item]) -> Awaitable[None] | None:
+        """Add items in order and return the store's append to await (None without a store: nothing to wait for)."""
         if not items:
-            return
+            return None
         self.items.extend(items)
-        for item in items:
-            for listener in self._listeners:
-                listener(self, item)
+        if self._listeners:
+            for item in items:
+                for listener in self._listeners:
+                    listener(self, item)
         if self._store is not None:
-            await self._store.append(self.chat_id, self.key, items)
+            return self._store.append(self.chat_id, self.key, items)
+        return None
 
     def __repr__(self) -> str:
         return f"ConversationThread({self.chat_id!r}, {self.key!r}, {len(self.items)} items)"
