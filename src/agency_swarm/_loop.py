@@ -35,7 +35,7 @@ from agents import (
 )
 from agents.models.interface import ModelTracing
 from agents.run_context import AgentHookContext
-from openai.types.responses import ResponseFunctionToolCall, ResponseUsage
+from openai.types.responses import ResponseFunctionToolCall
 
 if TYPE_CHECKING:  # _agent imports this module; at run time the loop needs no name from it
     from ._agent import Agent, Wiring
@@ -54,7 +54,7 @@ from ._events import (
     ToolOutput,
 )
 from ._items import stored_item
-from ._results import Interruption, ResponseStream, RunResult, UsageTotals
+from ._results import Interruption, ResponseStream, RunResult, UsageTotals, requests_of, totals_by_model
 from ._send_message import (
     SEND_MESSAGE,
     depth_refusal,
@@ -122,7 +122,7 @@ class _Run:
 
     __slots__ = (
         "_wrapper", "approved", "chat_id", "interruptions", "open_pairs", "rejected", "streaming", "trace",
-        "usage_by_model", "user_context",
+        "usage_records", "user_context",
     )
 
     def __init__(
@@ -136,8 +136,8 @@ class _Run:
         self.chat_id = chat_id
         self.streaming = streaming
         self.user_context = user_context
-        self.usage_by_model: dict[tuple[str, str], UsageTotals] = {}
-        """(agent, model name) -> usage: every other total (by agent, the turn's) is summed from it when asked."""
+        self.usage_records: list[tuple[tuple[str, str], Any]] = []
+        """((agent, model name), usage) of each model call: every total is summed from these when asked."""
         self.open_pairs: set[tuple[str, str]] = set()
         self._wrapper: AgentHookContext[Any] | None = None
         self.approved, self.rejected = approved, rejected
@@ -149,23 +149,16 @@ class _Run:
     def context(self) -> AgentHookContext[Any]:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
         if self._wrapper is None:
-            usage = UsageTotals.sum(self.usage_by_model.values()).to_usage()
+            usage = UsageTotals.sum(totals_by_model(self.usage_records).values()).to_usage()
             self._wrapper = AgentHookContext(context=self.user_context, usage=usage)
         return self._wrapper
 
     def record(self, key: tuple[str, str], usage: Any) -> None:
-        """Count one model response's usage under (agent, model name)."""
-        # A streamed response's usage (ResponseUsage) is one request; asking that pydantic model for the attribute
-        # it lacks would cost ~2 µs.
-        plain = usage is None or type(usage) is ResponseUsage
-        requests = 1 if plain else max(1, getattr(usage, "requests", 1) or 1)
-        per_model = self.usage_by_model.get(key)
-        if per_model is None:
-            per_model = self.usage_by_model[key] = UsageTotals()
-        per_model.add(requests, usage)
+        """Keep one model response's usage under (agent, model name); it is summed only when someone asks."""
+        self.usage_records.append((key, usage))
         if self._wrapper is not None:  # keep the SDK context's usage current for tools and hooks
             live = self._wrapper.usage
-            live.requests += requests
+            live.requests += requests_of(usage)
             if usage is not None:
                 live.input_tokens += usage.input_tokens or 0
                 live.output_tokens += usage.output_tokens or 0
@@ -319,7 +312,7 @@ async def _entry_turn(
         new_items=thread.items[start:],
         chat_id=chat_id,
         agent=turn.agent.name,
-        totals_by_model=run.usage_by_model,
+        usage_records=run.usage_records,
         interruptions=run.interruptions,
     )
     if stream is not None:
