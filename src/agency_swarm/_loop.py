@@ -86,6 +86,9 @@ class RunAgain:
     """No tool calls and no usable final output yet (e.g. a structured output still to come)."""
 
 
+RUN_AGAIN = RunAgain()  # it carries nothing, so one instance serves every turn
+
+
 @dataclass(slots=True)
 class FunctionToolCall:
     call: ResponseFunctionToolCall
@@ -443,7 +446,7 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
             await stored
     setup = _reused_setup(turn, additional_instructions) or await _prepare(turn, additional_instructions)
     model_settings = agent.model_settings
-    step: NextStep = RunAgain() if message is not None else _resumed_step(turn, setup)
+    step: NextStep = RUN_AGAIN if message is not None else _resumed_step(turn, setup)
     steps = 0
     while True:
         match step:
@@ -480,7 +483,12 @@ async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any) -> NextSt
     if turn.run.streaming:
         output, usage = await _stream_model(turn, setup, model_settings)
     else:
-        output, usage = await _call_model(turn, setup, model_settings)
+        try:
+            response = await _call_model(turn, setup, model_settings)
+        except ModelError as error:  # the retry wrapper knows the agent, not the chat or depth
+            error.chat_id, error.depth = turn.run.chat_id, turn.depth
+            raise
+        output, usage = response.output, response.usage
     turn.run.record(setup.usage_key, usage)
     stored = turn.thread.add([stored_item(item) for item in output])
     if stored is not None:
@@ -512,7 +520,7 @@ def _resumed_step(turn: _Turn, setup: _Setup) -> NextStep:
         _classify(setup, ResponseFunctionToolCall.model_validate(item), resume=True)
         for item in unanswered_calls(turn.thread.items)
     ]
-    return RunTools(calls) if calls else RunAgain()
+    return RunTools(calls) if calls else RUN_AGAIN
 
 
 async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
@@ -617,32 +625,41 @@ def _output_schema(agent: Agent) -> AgentOutputSchemaBase | None:
 # -- calling the model ---------------------------------------------------------------------------------
 
 
-async def _call_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequence[Any], Any]:
+def _call_model(turn: _Turn, setup: _Setup, settings: Any) -> Awaitable[ModelResponse]:
+    """The model's response: a plain call when no hook, prompt or span is involved (no coroutine of its own)."""
+    agent = turn.agent
+    if agent.hooks is not None or agent.prompt is not None or turn.span is not None:
+        return _call_model_fully(turn, setup, settings)
+    history: Any = _history(turn)
+    return setup.model.get_response(
+        setup.instructions, history, settings, setup.tools, setup.schema, [], _UNTRACED,
+        previous_response_id=None, conversation_id=None, prompt=None,
+    )
+
+
+async def _call_model_fully(turn: _Turn, setup: _Setup, settings: Any) -> ModelResponse:
+    """With the agent's on_llm_start/on_llm_end hooks, its prompt, and its span made current."""
     agent = turn.agent
     history: Any = _history(turn)  # plain dicts in Responses-API input shape
     if agent.hooks is not None:
         await agent.hooks.on_llm_start(turn.run.context(), agent, setup.instructions, history)
-    try:
-        request = setup.model.get_response(
-            setup.instructions, history, settings, setup.tools, setup.schema, [], _model_tracing(turn),
-            previous_response_id=None, conversation_id=None,
-            prompt=None if turn.agent.prompt is None else await _prompt(turn),
-        )
-        if turn.span is None:
-            response = await request
-        else:
-            with _current_span(turn):
-                response = await request
-    except ModelError as error:  # the retry wrapper knows the agent, not the chat or depth
-        error.chat_id, error.depth = turn.run.chat_id, turn.depth
-        raise
+    request = setup.model.get_response(
+        setup.instructions, history, settings, setup.tools, setup.schema, [], _model_tracing(turn),
+        previous_response_id=None, conversation_id=None,
+        prompt=None if agent.prompt is None else await _prompt(turn),
+    )
+    with _current_span(turn):
+        response = await request
     if agent.hooks is not None:
         await agent.hooks.on_llm_end(turn.run.context(), agent, response)
-    return response.output, response.usage
+    return response
+
+
+_UNTRACED, _TRACED = ModelTracing.DISABLED, ModelTracing.ENABLED  # a module global is read faster than an Enum member
 
 
 def _model_tracing(turn: _Turn) -> ModelTracing:
-    return ModelTracing.DISABLED if turn.span is None else ModelTracing.ENABLED
+    return _UNTRACED if turn.span is None else _TRACED
 
 
 def _current_span(turn: _Turn) -> AbstractContextManager[None]:
@@ -761,7 +778,7 @@ def _next_step(turn: _Turn, setup: _Setup, output: Sequence[Any]) -> NextStep:
     if setup.schema is None:
         return FinalOutput("".join(texts))
     if not texts:
-        return RunAgain()
+        return RUN_AGAIN
     try:
         return FinalOutput(setup.schema.validate_json("".join(texts)))
     except ModelBehaviorError as error:

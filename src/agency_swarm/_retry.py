@@ -10,12 +10,18 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import httpx2
 import openai
 from agents import Model, ModelResponse, OpenAIChatCompletionsModel, OpenAIResponsesModel
 from agents.items import TResponseStreamEvent
+
+if TYPE_CHECKING:
+    from agents import AgentOutputSchemaBase, Handoff, ModelSettings, Tool
+    from agents.items import TResponseInputItem
+    from agents.models.interface import ModelTracing
+    from openai.types.responses.response_prompt_param import ResponsePromptParam
 
 from ._errors import (
     ConfigError,
@@ -243,14 +249,31 @@ class RetryingModel(Model):
     def get_retry_advice(self, request: Any) -> Any:
         return self.inner.get_retry_advice(request)
 
-    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+    async def get_response(  # the SDK's parameters spelled out: passing *args, **kwargs on costs ~0.5 µs a call
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: ResponsePromptParam | None = None,
+    ) -> ModelResponse:
         attempt = 1
         while True:
             token = _NO_CLIENT_RETRIES.set(True) if self._quiets_client else None
             try:
+                request = self.inner.get_response(
+                    system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
+                    previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt,
+                )
                 if self.timeout is None:
-                    return await self.inner.get_response(*args, **kwargs)
-                response: ModelResponse = await self._bounded(self.inner.get_response(*args, **kwargs))
+                    return await request
+                response: ModelResponse = await self._bounded(request)
                 return response
             except Exception as error:
                 failure = self._give_up(error, attempt)

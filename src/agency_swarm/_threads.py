@@ -75,14 +75,13 @@ class ConversationThread:
         sender: str,
         recipient: str,
         items: list[Item] | None = None,
-        *,
         store: ThreadStore | None = None,
         listeners: list[ItemListener] | None = None,
     ) -> None:
         self.chat_id = chat_id
         self.sender = sender
         self.recipient = recipient
-        self.key = thread_key(sender, recipient)
+        self.key = f"{sender}->{recipient}"
         self.items: list[Item] = items if items is not None else []
         self._store = store
         self._listeners = listeners if listeners is not None else []  # shared with the manager
@@ -165,12 +164,10 @@ class ThreadManager:
         threads = self._chats.get(chat_id)
         if threads is None:
             threads = self._chats[chat_id] = {}
-        key = thread_key(sender, recipient)
+        key = f"{sender}->{recipient}"
         thread = threads.get(key)
         if thread is None:
-            thread = threads[key] = ConversationThread(
-                chat_id, sender, recipient, store=self.store, listeners=self._listeners
-            )
+            thread = threads[key] = ConversationThread(chat_id, sender, recipient, None, self.store, self._listeners)
         return thread
 
     def get_threads(self, chat_id: str) -> Threads:
