@@ -240,10 +240,8 @@ async def _new_message_turn(
             await manager.ensure_loaded(chat_id)
         if manager.has_unanswered_calls(chat_id):
             await _settle_unanswered(manager, agent, wiring, chat_id)
-        turn = _Turn(
-            agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, caller, agent.name), caller=caller,
-            depth=0, run=_Run(chat_id, stream is not None and stream.streaming, context),
-        )
+        thread = manager.get_thread(chat_id, caller, agent.name)
+        turn = _Turn(agent, wiring, thread, caller, 0, _Run(chat_id, stream is not None and stream.streaming, context))
         return await _entry_turn(manager, turn, message, additional_instructions, stream)
 
 
@@ -555,14 +553,16 @@ async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
         and (agent.instructions is None or isinstance(agent.instructions, str))
     )
     if reusable:
-        setup.sources, setup.tool_list = _setup_sources(agent, wiring, model), list(agent.tools)
+        setup.sources, setup.tool_list = _setup_sources(agent, wiring), list(agent.tools)
         wiring.setups[agent] = setup
     return setup
 
 
-def _setup_sources(agent: Agent, wiring: Wiring, model: Model) -> tuple[Any, ...]:
+def _setup_sources(agent: Agent, wiring: Wiring) -> tuple[Any, ...]:
+    """Everything a setup (and the agent's wrapped model) is built from, compared by identity in `_reused_setup`."""
     return (
-        model, agent.name, agent.instructions, agent.output_type, wiring.send_tool, wiring.shared_instructions
+        agent.name, agent.instructions, agent.output_type, agent.model, agent.retry, agent.timeout,
+        wiring.send_tool, wiring.shared_instructions, wiring.retry,
     )
 
 
@@ -572,7 +572,14 @@ def _reused_setup(turn: _Turn, additional_instructions: str | None) -> _Setup | 
     setup = wiring.setups.get(agent)
     if setup is None or additional_instructions is not None or agent.mcp_servers:
         return None
-    if setup.sources != _setup_sources(agent, wiring, wiring.resolve_model(agent)) or setup.tool_list != agent.tools:
+    was = setup.sources
+    assert was is not None  # only setups with sources are kept
+    if not (  # attribute by attribute, without building a tuple to compare: this runs once per agent turn
+        was[0] is agent.name and was[1] is agent.instructions and was[2] is agent.output_type
+        and was[3] is agent.model and was[4] is agent.retry and was[5] is agent.timeout
+        and was[6] is wiring.send_tool and was[7] is wiring.shared_instructions and was[8] is wiring.retry
+        and setup.tool_list == agent.tools
+    ):
         return None
     for tool in agent.tools:
         if getattr(tool, "is_enabled", True) is not True:  # switched off (or made conditional) since
@@ -759,9 +766,12 @@ def _classify(setup: _Setup, call: ResponseFunctionToolCall, *, resume: bool = F
 
 
 def _next_step(turn: _Turn, setup: _Setup, output: Sequence[Any]) -> NextStep:
-    if len(output) == 1 and setup.schema is None:  # the common final answer: one message, plain text
+    if len(output) == 1:  # the common cases: one call, or one plain-text answer
         item = output[0]
-        if item.type == "message" and len(item.content) == 1:
+        kind = item.type
+        if kind == "function_call":
+            return RunTools([_classify(setup, item)])
+        if kind == "message" and setup.schema is None and len(item.content) == 1:
             part = item.content[0]
             return FinalOutput(part.text if part.type == "output_text" else getattr(part, "refusal", ""))
     calls: list[ToolCallStep] = []
@@ -1002,7 +1012,7 @@ async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int, 
         outputs[index] = _final_text(thread.items[-1])
         return
     sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
-    sub = _Turn(agent=recipient, wiring=sub_wiring, thread=thread, caller=sender, depth=depth, run=run, emit=emit)
+    sub = _Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit)
     if turn.span is not None:
         sub.parent_span = started(custom_span(name=SEND_MESSAGE, parent=turn.span, data={
             "caller": sender, "recipient": recipient.name, "depth": depth, "chat_id": run.chat_id,

@@ -15,6 +15,7 @@ from typing import Any
 from agents import Span, SpanError, Trace, trace
 from agents.tracing import get_trace_provider
 from agents.tracing.processors import default_exporter
+from agents.tracing.provider import DefaultTraceProvider
 from agents.tracing.scope import Scope
 from agents.tracing.traces import NoOpTrace
 
@@ -31,11 +32,18 @@ class TurnTrace:
 def open_trace(entry_agent: str, chat_id: str) -> TurnTrace | None:
     """The trace of one top-level turn, or None when tracing is off (then nothing else is traced either)."""
     provider = get_trace_provider()
-    current = provider.get_current_trace()
+    if type(provider) is DefaultTraceProvider:  # its answers are read without asking it (~0.3 µs less per turn)
+        current = Scope.get_current_trace()
+        if current is None:
+            provider._refresh_disabled_flag()
+            if provider._disabled:
+                return None
+    else:
+        current = provider.get_current_trace()
+        if current is None and _switched_off(provider):
+            return None
     if current is not None:
         return None if isinstance(current, NoOpTrace) else TurnTrace(current, owned=False)
-    if _switched_off(provider):
-        return None
     opened = trace(
         workflow_name=f"agency_swarm turn: {entry_agent}", group_id=chat_id,
         metadata={"chat_id": chat_id, "entry_agent": entry_agent},
