@@ -42,10 +42,6 @@ class ItemListener(Protocol):
     def __call__(self, thread: ConversationThread, item: Item) -> None: ...
 
 
-def thread_key(sender: str, recipient: str) -> str:
-    return f"{sender}->{recipient}"
-
-
 def check_chat_id(chat_id: object) -> str:
     """Chat ids come from users and name files: only short, printable, path-free strings pass."""
     if not isinstance(chat_id, str):
