@@ -219,3 +219,18 @@ async def test_a_provider_of_another_class_is_asked_whether_tracing_is_on(
     provider.set_disabled(False)
     await agency.get_response("on")
     assert [trace.name for trace in recorder.traces] == ["agency_swarm turn: Solo"]
+
+
+async def test_a_thread_appends_one_item_to_its_store_and_its_listeners() -> None:
+    from agency_swarm import MemoryThreadStore, ThreadManager
+
+    store = MemoryThreadStore()
+    manager = ThreadManager(store=store)
+    seen: list[Any] = []
+    manager.subscribe(lambda thread, item: seen.append((thread.key, item)))
+    thread = manager.get_thread("c", "user", "CEO")
+    item = {"role": "user", "content": "hi"}
+    await thread.append(item)
+    assert thread.items == [item]
+    assert await store.load("c") == {"user->CEO": [item]}
+    assert seen == [("user->CEO", item)]
