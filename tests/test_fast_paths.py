@@ -234,3 +234,47 @@ async def test_a_thread_appends_one_item_to_its_store_and_its_listeners() -> Non
     assert thread.items == [item]
     assert await store.load("c") == {"user->CEO": [item]}
     assert seen == [("user->CEO", item)]
+
+
+def _policy(waits: list[float], attempts: int = 3) -> Any:
+    from agency_swarm import RetryPolicy
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    return RetryPolicy(max_attempts=attempts, initial_delay=0.25, jitter=False, sleep=record)
+
+
+async def test_a_model_called_directly_is_retried_by_the_policy_after_a_transient_failure() -> None:
+    from agency_swarm.testing import Fail
+
+    waits: list[float] = []
+    model = ScriptedModel([Fail(ConnectionResetError("reset")), Fail(ConnectionResetError("reset")), "ok"])
+    agent = Agent(name="Solo", model=model, retry=_policy(waits))
+    result = await Agency(agent).get_response("hi")
+    assert result.final_output == "ok"
+    assert waits == [0.25, 0.5]  # after the first (direct) attempt and after the second
+    assert len(model.calls) == 3
+
+
+async def test_a_model_called_directly_raises_the_policys_error_with_chat_and_depth() -> None:
+    from agency_swarm import ModelUnavailable
+    from agency_swarm.testing import Fail
+
+    waits: list[float] = []
+    dev = Agent(name="Dev", model=ScriptedModel([Fail(ConnectionResetError("reset"))] * 2), retry=_policy(waits, 2))
+    with pytest.raises(ModelUnavailable) as raised:
+        await Agency(dev).get_response("hi", chat_id="direct")
+    assert (raised.value.agent, raised.value.chat_id, raised.value.depth) == ("Dev", "direct", 0)
+    assert raised.value.attempts == 2
+    assert waits == [0.25]
+
+
+async def test_a_foreign_error_from_a_model_called_directly_passes_through_untouched() -> None:
+    from agency_swarm.testing import Fail
+
+    bug = KeyError("a bug in the model")
+    agent = Agent(name="Solo", model=ScriptedModel([Fail(bug)]), retry=_policy([]))
+    with pytest.raises(KeyError) as raised:
+        await Agency(agent).get_response("hi")
+    assert raised.value is bug

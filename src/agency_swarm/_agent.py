@@ -48,7 +48,7 @@ class Wiring:
     _last: dict[Agent, tuple[Any, RetryPolicy, float | None, str, RetryingModel]] = field(default_factory=dict)
     """Per agent, the settings its wrapped model was last resolved from: unchanged, they give the same one."""
 
-    def resolve_model(self, agent: Agent) -> Model:
+    def resolve_model(self, agent: Agent) -> RetryingModel:
         """The agent's model behind its RetryPolicy and timeout.
 
         Resolved at call time, so `agent.model = ...` after the agency is built takes effect.

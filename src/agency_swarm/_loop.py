@@ -14,6 +14,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, assert_never
 
 from agents import (
@@ -55,6 +56,7 @@ from ._events import (
 )
 from ._items import stored_item
 from ._results import Interruption, ResponseStream, RunResult, UsageTotals, requests_of, totals_by_model
+from ._retry import RetryingModel
 from ._send_message import (
     SEND_MESSAGE,
     depth_refusal,
@@ -190,7 +192,7 @@ class _Turn:
 class _Setup:
     """What stays fixed across one agent turn's model calls."""
 
-    model: Model
+    model: RetryingModel
     instructions: str | None
     tools: list[Tool]
     function_tools: dict[str, FunctionTool]
@@ -481,11 +483,14 @@ async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any) -> NextSt
     if turn.run.streaming:
         output, usage = await _stream_model(turn, setup, model_settings)
     else:
+        direct = _direct_model(turn, setup)
         try:
-            response = await _call_model(turn, setup, model_settings)
-        except ModelError as error:  # the retry wrapper knows the agent, not the chat or depth
-            error.chat_id, error.depth = turn.run.chat_id, turn.depth
-            raise
+            if direct is None:
+                response = await _call_model(turn, setup, model_settings)
+            else:
+                response = await _plain_call(turn, setup, model_settings, direct)
+        except Exception as error:
+            response = await _after_failure(turn, setup, model_settings, direct, error)
         output, usage = response.output, response.usage
     turn.run.record(setup.usage_key, usage)
     stored = turn.thread.add([stored_item(item) for item in output])
@@ -632,16 +637,43 @@ def _output_schema(agent: Agent) -> AgentOutputSchemaBase | None:
 # -- calling the model ---------------------------------------------------------------------------------
 
 
-def _call_model(turn: _Turn, setup: _Setup, settings: Any) -> Awaitable[ModelResponse]:
-    """The model's response: a plain call when no hook, prompt or span is involved (no coroutine of its own)."""
+def _direct_model(turn: _Turn, setup: _Setup) -> Model | None:
+    """The model the loop may call itself, the retry policy taking over only on failure (see `_after_failure`)."""
     agent = turn.agent
     if agent.hooks is not None or agent.prompt is not None or turn.span is not None:
-        return _call_model_fully(turn, setup, settings)
+        return None
+    return setup.model.direct
+
+
+def _plain_call(turn: _Turn, setup: _Setup, settings: Any, model: Model) -> Awaitable[ModelResponse]:
+    """`model`'s response, with no hook, prompt or span involved (and no coroutine of its own)."""
     history: Any = _history(turn)
-    return setup.model.get_response(
+    return model.get_response(
         setup.instructions, history, settings, setup.tools, setup.schema, [], _UNTRACED,
         previous_response_id=None, conversation_id=None, prompt=None,
     )
+
+
+async def _after_failure(
+    turn: _Turn, setup: _Setup, settings: Any, direct: Model | None, error: Exception
+) -> ModelResponse:
+    """A failed model call: retried by the agent's policy if the loop called the model directly; a ModelError
+    gets the chat id and depth (the retry wrapper knows only the agent)."""
+    try:
+        if direct is None:
+            raise error
+        return await setup.model.retry_after(error, partial(_plain_call, turn, setup, settings, direct))
+    except ModelError as failure:
+        failure.chat_id, failure.depth = turn.run.chat_id, turn.depth
+        raise
+
+
+def _call_model(turn: _Turn, setup: _Setup, settings: Any) -> Awaitable[ModelResponse]:
+    """The model's response through the retry wrapper, with hooks, prompt and span when the agent has them."""
+    agent = turn.agent
+    if agent.hooks is not None or agent.prompt is not None or turn.span is not None:
+        return _call_model_fully(turn, setup, settings)
+    return _plain_call(turn, setup, settings, setup.model)
 
 
 async def _call_model_fully(turn: _Turn, setup: _Setup, settings: Any) -> ModelResponse:
