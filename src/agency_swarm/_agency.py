@@ -174,10 +174,8 @@ class Agency:
         """One turn: the user's message to `recipient_agent` (default: the first entry point)."""
         agent = self._recipient(recipient_agent)
         caller, chat = agent._checked(message, chat_id, None, additional_instructions)
-        return await top_level_turn(
-            agent, self._wirings[agent.name], message, caller=caller, chat_id=chat, context=context,
-            additional_instructions=additional_instructions, stream=None,
-        )
+        wiring = self._wirings[agent.name]
+        return await top_level_turn(agent, wiring, message, caller, chat, context, additional_instructions, None)
 
     def get_response_stream(
         self,

@@ -173,10 +173,7 @@ class Agent(_SDKAgent[Any]):
     ) -> RunResult:
         """Run one complete turn on the thread sender->self (sender defaults to the user)."""
         caller, chat = self._checked(message, chat_id, sender_name, additional_instructions)
-        return await top_level_turn(
-            self, self.wiring, message, caller=caller, chat_id=chat, context=context,
-            additional_instructions=additional_instructions, stream=None,
-        )
+        return await top_level_turn(self, self.wiring, message, caller, chat, context, additional_instructions, None)
 
     def get_response_stream(
         self,

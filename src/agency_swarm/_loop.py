@@ -208,25 +208,7 @@ class _Setup:
 # -- entry point ---------------------------------------------------------------------------------------
 
 
-def top_level_turn(
-    agent: Agent,
-    wiring: Wiring,
-    message: str,
-    *,
-    caller: str,
-    chat_id: str,
-    context: Any,
-    additional_instructions: str | None,
-    stream: ResponseStream | None,
-) -> Coroutine[Any, Any, RunResult]:
-    """One turn from outside the agency: load the chat once, run the entry agent, save what was produced.
-
-    A blocking call awaits this coroutine; a stream (`stream` given) runs it through `drive`.
-    """
-    return _new_message_turn(agent, wiring, message, caller, chat_id, context, additional_instructions, stream)
-
-
-async def _new_message_turn(
+async def top_level_turn(
     agent: Agent,
     wiring: Wiring,
     message: str,
@@ -236,6 +218,10 @@ async def _new_message_turn(
     additional_instructions: str | None,
     stream: ResponseStream | None,
 ) -> RunResult:
+    """One turn from outside the agency: load the chat once, run the entry agent, save what was produced.
+
+    A blocking call awaits this coroutine; a stream (`stream` given) runs it through `drive`.
+    """
     manager = wiring.thread_manager
     async with manager.hold(chat_id):
         if not manager.is_loaded(chat_id):
