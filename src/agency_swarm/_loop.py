@@ -469,7 +469,9 @@ async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any) -> NextSt
     if turn.run.streaming:
         output, usage = await _stream_model(turn, setup, model_settings)
     else:
-        direct = _direct_model(turn, setup)
+        agent = turn.agent
+        plain = agent.hooks is None and agent.prompt is None and turn.span is None
+        direct = setup.model.direct if plain else None  # then the loop calls the model itself (see _after_failure)
         try:
             if direct is None:
                 response = await _call_model(turn, setup, model_settings)
@@ -479,7 +481,7 @@ async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any) -> NextSt
             response = await _after_failure(turn, setup, model_settings, direct, error)
         output, usage = response.output, response.usage
     turn.run.record(setup.usage_key, usage)
-    stored = turn.thread.add([stored_item(item) for item in output])
+    stored = turn.thread.add(list(map(stored_item, output)))
     if stored is not None:
         await stored
     return _next_step(turn, setup, output)
@@ -623,17 +625,9 @@ def _output_schema(agent: Agent) -> AgentOutputSchemaBase | None:
 # -- calling the model ---------------------------------------------------------------------------------
 
 
-def _direct_model(turn: _Turn, setup: _Setup) -> Model | None:
-    """The model the loop may call itself, the retry policy taking over only on failure (see `_after_failure`)."""
-    agent = turn.agent
-    if agent.hooks is not None or agent.prompt is not None or turn.span is not None:
-        return None
-    return setup.model.direct
-
-
 def _plain_call(turn: _Turn, setup: _Setup, settings: Any, model: Model) -> Awaitable[ModelResponse]:
     """`model`'s response, with no hook, prompt or span involved (and no coroutine of its own)."""
-    history: Any = _history(turn)
+    history: Any = turn.thread.items if turn.agent.history_window is None else _history(turn)
     return model.get_response(
         setup.instructions, history, settings, setup.tools, setup.schema, [], _UNTRACED,
         previous_response_id=None, conversation_id=None, prompt=None,
