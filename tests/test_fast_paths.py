@@ -278,3 +278,18 @@ async def test_a_foreign_error_from_a_model_called_directly_passes_through_untou
     with pytest.raises(KeyError) as raised:
         await Agency(agent).get_response("hi")
     assert raised.value is bug
+
+
+@pytest.mark.parametrize(("chat_id", "fits"), [
+    ("x" * 200, True), ("x" * 201, False), ("é" * 127, True), ("é" * 128, False),
+    ("\U0001f600" * 63, True), ("\U0001f600" * 64, False),
+])
+def test_chat_ids_fit_255_utf8_bytes_whatever_their_characters(chat_id: str, fits: bool) -> None:
+    from agency_swarm import InvalidChatId
+    from agency_swarm._threads import check_chat_id
+
+    if fits:
+        assert check_chat_id(chat_id) == chat_id
+    else:
+        with pytest.raises(InvalidChatId, match="too long"):
+            check_chat_id(chat_id)
