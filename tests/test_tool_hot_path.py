@@ -58,3 +58,27 @@ def test_a_constructor_that_raises_means_the_constructor(monkeypatch: pytest.Mon
 
     monkeypatch.setattr(_tools, "_sdk_tool_context", broken)
     assert not _tools._fills_like_the_sdk()
+
+
+class Count(int):
+    """An int subclass: not a plain scalar, so the SDK converts it."""
+
+
+@pytest.mark.parametrize("output", [3, -1.5, float("nan"), True, None, Count(4), [1, 2], {"n": 1}, "text"])
+def test_an_output_item_is_what_the_sdk_makes(output: Any) -> None:
+    from agents import ItemHelpers
+
+    call = a_call()
+    assert _tools.output_item(call, output) == dict(ItemHelpers.tool_call_output_item(call, output))
+
+
+def test_a_scalar_returned_to_a_hosted_program_goes_through_the_sdk() -> None:
+    from agents import ItemHelpers
+
+    call = ResponseFunctionToolCall.model_validate({
+        "type": "function_call", "call_id": "call_1", "name": "add", "arguments": "{}",
+        "caller": {"type": "program", "caller_id": "prog_1"},
+    })
+    item = _tools.output_item(call, 3)
+    assert item == dict(ItemHelpers.tool_call_output_item(call, 3))
+    assert "caller" in item

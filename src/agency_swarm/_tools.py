@@ -280,8 +280,16 @@ def _takes_tool_context(tool: FunctionTool) -> bool:
     return unchanged
 
 
+_AS_TEXT = frozenset({int, float, bool, type(None)})
+"""Return types the SDK turns into `str(output)` for a call no hosted program made (it would read them as
+JSON instead)."""
+
+
 def output_item(call: ResponseFunctionToolCall, output: Any) -> dict[str, Any]:
-    """The function_call_output item for a tool's return value (str fast path, SDK conversion otherwise)."""
+    """The function_call_output item for a tool's return value (str and scalar fast paths, SDK conversion
+    otherwise)."""
     if isinstance(output, str):
         return {"type": "function_call_output", "call_id": call.call_id, "output": output}
+    if type(output) in _AS_TEXT and getattr(call, "caller", None) is None:
+        return {"type": "function_call_output", "call_id": call.call_id, "output": str(output)}
     return dict(ItemHelpers.tool_call_output_item(call, output))
