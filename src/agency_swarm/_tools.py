@@ -15,6 +15,7 @@ from agents import (
     RunConfig,
     RunContextWrapper,
 )
+from agents._tool_identity import get_tool_call_namespace
 from agents.run_config import ToolErrorFormatterArgs
 from agents.tool import invoke_function_tool
 from agents.tool_context import ToolContext
@@ -166,16 +167,7 @@ async def run_function_tool(
     show = agent.show_tool_errors
     if show is None:
         show = True if wiring is None else wiring.show_tool_errors
-    context = ToolContext(
-        context=run_context.context,
-        usage=run_context.usage,
-        tool_name=call.name,
-        tool_call_id=call.call_id,
-        tool_arguments=call.arguments,
-        tool_call=call,
-        agent=agent,
-        run_config=TOOL_RUN_CONFIG if show else _HIDDEN_ERRORS_RUN_CONFIG,
-    )
+    context = tool_context(run_context, call, agent, TOOL_RUN_CONFIG if show else _HIDDEN_ERRORS_RUN_CONFIG)
     hooks = agent.hooks
     if hooks is not None:
         await hooks.on_tool_start(context, agent, tool)
@@ -194,6 +186,71 @@ async def run_function_tool(
     if hooks is not None:
         await hooks.on_tool_end(context, agent, tool, output)
     return output
+
+
+def _sdk_tool_context(
+    run_context: RunContextWrapper[Any], call: ResponseFunctionToolCall, agent: Any, run_config: RunConfig
+) -> ToolContext[Any]:
+    return ToolContext(
+        context=run_context.context,
+        usage=run_context.usage,
+        tool_name=call.name,
+        tool_call_id=call.call_id,
+        tool_arguments=call.arguments,
+        tool_call=call,
+        agent=agent,
+        run_config=run_config,
+    )
+
+
+_new = object.__new__
+
+
+def _filled_tool_context(
+    run_context: RunContextWrapper[Any], call: ResponseFunctionToolCall, agent: Any, run_config: RunConfig
+) -> ToolContext[Any]:
+    """The instance `ToolContext(...)` would build, attribute for attribute, at a third of its cost.
+
+    The SDK's constructor re-imports `run_config`, coerces an already typed RunConfig and runs the dataclass
+    machinery of two classes on every call; in a turn with one tool that is a few µs of a budget of tens.
+    """
+    context: ToolContext[Any] = _new(ToolContext)
+    context.__dict__ = {
+        "context": run_context.context,
+        "usage": run_context.usage,
+        "turn_input": [],
+        "_approvals": {},
+        "_tool_invocations": {},
+        "tool_input": None,
+        "_restored_unbound_approval_call_ids": set(),
+        "tool_name": call.name,
+        "tool_arguments": call.arguments,
+        "tool_call_id": call.call_id,
+        "tool_call": call,
+        "tool_namespace": get_tool_call_namespace(call),
+        "agent": agent,
+        "run_config": run_config,
+        "_custom_data": None,
+        "_function_tool_arguments": None,
+    }
+    return context
+
+
+def _fills_like_the_sdk() -> bool:
+    """Whether `_filled_tool_context` still matches this SDK version's constructor (a new or renamed field,
+    another default: then every call takes the constructor)."""
+    try:
+        probe = RunContextWrapper(context=object())
+        call = ResponseFunctionToolCall(type="function_call", call_id="probe", name="probe", arguments="{}")
+        made = _sdk_tool_context(probe, call, None, TOOL_RUN_CONFIG)
+        filled = _filled_tool_context(probe, call, None, TOOL_RUN_CONFIG)
+        return type(made) is ToolContext and vars(filled) == vars(made)
+    except Exception:
+        return False
+
+
+tool_context = _filled_tool_context if _fills_like_the_sdk() else _sdk_tool_context
+"""A tool's ToolContext: context and usage are the run's own objects, the rest is this call's."""
 
 
 _TAKES_TOOL_CONTEXT: dict[int, tuple[object, bool]] = {}
@@ -223,8 +280,16 @@ def _takes_tool_context(tool: FunctionTool) -> bool:
     return unchanged
 
 
+_AS_TEXT = frozenset({int, float, bool, type(None)})
+"""Return types the SDK turns into `str(output)` for a call no hosted program made (it would read them as
+JSON instead)."""
+
+
 def output_item(call: ResponseFunctionToolCall, output: Any) -> dict[str, Any]:
-    """The function_call_output item for a tool's return value (str fast path, SDK conversion otherwise)."""
+    """The function_call_output item for a tool's return value (str and scalar fast paths, SDK conversion
+    otherwise)."""
     if isinstance(output, str):
         return {"type": "function_call_output", "call_id": call.call_id, "output": output}
+    if type(output) in _AS_TEXT and getattr(call, "caller", None) is None:
+        return {"type": "function_call_output", "call_id": call.call_id, "output": str(output)}
     return dict(ItemHelpers.tool_call_output_item(call, output))
