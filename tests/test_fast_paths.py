@@ -293,3 +293,26 @@ def test_chat_ids_fit_255_utf8_bytes_whatever_their_characters(chat_id: str, fit
     else:
         with pytest.raises(InvalidChatId, match="too long"):
             check_chat_id(chat_id)
+
+
+def test_usage_is_built_as_the_sdk_builds_it_with_details_of_its_own() -> None:
+    from agency_swarm import _results
+
+    made, filled = _results._sdk_usage(2, 3, 4, 7), _results._filled_usage(2, 3, 4, 7)
+    assert vars(filled) == vars(made)
+    assert _results.new_usage is _results._filled_usage
+    other = _results._filled_usage(0, 0, 0, 0)
+    assert filled.input_tokens_details is not other.input_tokens_details
+    assert filled.request_usage_entries is not other.request_usage_entries
+    filled.add(made)
+    assert (filled.requests, filled.total_tokens) == (4, 14)
+
+
+def test_usage_falls_back_to_the_sdk_constructor_when_filling_differs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agency_swarm import _results
+
+    assert _results._fills_like_the_sdk()
+    template = _results._sdk_usage(0, 0, 0, 0)
+    template.__dict__["field_of_a_newer_sdk"] = 1  # the filled copy would carry what the constructor does not make
+    monkeypatch.setattr(_results, "_ZERO_USAGE", template)
+    assert not _results._fills_like_the_sdk()

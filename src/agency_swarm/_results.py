@@ -157,12 +157,7 @@ class UsageTotals:
         return total
 
     def to_usage(self) -> Usage:
-        usage = Usage(
-            requests=self.requests,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            total_tokens=self.total_tokens,
-        )
+        usage = new_usage(self.requests, self.input_tokens, self.output_tokens, self.total_tokens)
         if self.cached_tokens:
             usage.input_tokens_details = usage.input_tokens_details.model_copy(
                 update={"cached_tokens": self.cached_tokens}
@@ -257,3 +252,38 @@ class ResponseStream:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.aclose()
+
+
+def _sdk_usage(requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
+    return Usage(requests=requests, input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=total_tokens)
+
+
+_ZERO_USAGE = Usage()
+_new = object.__new__
+
+
+def _filled_usage(requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
+    """The `agents.Usage` the constructor would build, attribute for attribute, without its validation.
+
+    `Usage(...)` validates every field (~5 µs); a tool's first call in a turn needs one for its context.
+    """
+    usage: Usage = _new(Usage)
+    usage.__dict__ = {
+        **_ZERO_USAGE.__dict__,
+        "requests": requests, "input_tokens": input_tokens, "output_tokens": output_tokens,
+        "total_tokens": total_tokens, "input_tokens_details": _ZERO_USAGE.input_tokens_details.__copy__(),
+        "output_tokens_details": _ZERO_USAGE.output_tokens_details.__copy__(), "request_usage_entries": [],
+    }
+    return usage
+
+
+def _fills_like_the_sdk() -> bool:
+    """Whether `_filled_usage` still matches this SDK version's constructor (else the constructor is used)."""
+    try:
+        return vars(_filled_usage(2, 3, 4, 7)) == vars(_sdk_usage(2, 3, 4, 7))
+    except Exception:  # pragma: no cover - depends on the installed SDK
+        return False
+
+
+new_usage = _filled_usage if _fills_like_the_sdk() else _sdk_usage
+"""An `agents.Usage` with these counts and empty token details."""

@@ -15,7 +15,6 @@ from agents import (
     RunConfig,
     RunContextWrapper,
 )
-from agents._tool_identity import get_tool_call_namespace
 from agents.run_config import ToolErrorFormatterArgs
 from agents.tool import invoke_function_tool
 from agents.tool_context import ToolContext
@@ -205,6 +204,11 @@ def _sdk_tool_context(
 
 _new = object.__new__
 
+try:  # a private module of the SDK: without it, every call takes the SDK's constructor
+    from agents._tool_identity import get_tool_call_namespace
+except ImportError:  # pragma: no cover - depends on the installed SDK
+    get_tool_call_namespace = None  # type: ignore[assignment]
+
 
 def _filled_tool_context(
     run_context: RunContextWrapper[Any], call: ResponseFunctionToolCall, agent: Any, run_config: RunConfig
@@ -239,6 +243,8 @@ def _filled_tool_context(
 def _fills_like_the_sdk() -> bool:
     """Whether `_filled_tool_context` still matches this SDK version's constructor (a new or renamed field,
     another default: then every call takes the constructor)."""
+    if get_tool_call_namespace is None:  # pragma: no cover - depends on the installed SDK
+        return False
     try:
         probe = RunContextWrapper(context=object())
         call = ResponseFunctionToolCall(type="function_call", call_id="probe", name="probe", arguments="{}")
