@@ -930,7 +930,10 @@ async def _run_call(
                     agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
                     call_id=call.call_id, arguments=call.arguments,
                 ))
-            verdict = await _approval(turn, tool, call)
+            if tool.needs_approval is False and not run.rejected:  # the usual tool: no decision to wait for
+                verdict = "run"
+            else:
+                verdict = await _approval(turn, tool, call)
             if verdict == "wait":
                 outputs[index] = _AWAITING
                 interruption = Interruption(
