@@ -49,10 +49,10 @@ from ._events import (
     ApprovalRequested,
     Event,
     MessageSent,
-    RawModelEvent,
-    TextDelta,
     ToolCalled,
     ToolOutput,
+    raw_model_event,
+    text_delta,
 )
 from ._items import stored_item
 from ._results import Interruption, ResponseStream, RunResult, UsageTotals
@@ -637,10 +637,10 @@ async def _stream_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequ
         try:
             async for event in events:
                 if emit is not None:
-                    await emit(RawModelEvent(agent=name, caller=caller, depth=depth, chat_id=chat_id, data=event))
+                    await emit(raw_model_event(name, caller, depth, chat_id, event))
                 kind = event.type
                 if kind == "response.output_text.delta" and emit is not None:
-                    await emit(TextDelta(agent=name, caller=caller, depth=depth, chat_id=chat_id, delta=event.delta))
+                    await emit(text_delta(name, caller, depth, chat_id, event.delta))
                 elif kind == "response.completed" or kind == "response.incomplete":
                     completed = event.response
                 elif kind == "response.failed" or kind == "error":
