@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -56,6 +56,7 @@ from ._events import (
 )
 from ._items import stored_item
 from ._results import Interruption, ResponseStream, RunResult, UsageTotals
+from ._retry import StreamCall
 from ._send_message import (
     SEND_MESSAGE,
     depth_refusal,
@@ -627,15 +628,18 @@ async def _stream_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequ
     history: Any = _history(turn)
     if agent.hooks is not None:
         await agent.hooks.on_llm_start(run.context(), agent, setup.instructions, history)
-    events: AsyncIterator[Any] = setup.model.stream_response(
+    stream = StreamCall(setup.model, (
         setup.instructions, history, settings, setup.tools, setup.schema, [], _model_tracing(turn),
-        previous_response_id=None, conversation_id=None,
-        prompt=None if turn.agent.prompt is None else await _prompt(turn),
-    )
+    ), {
+        "previous_response_id": None, "conversation_id": None,
+        "prompt": None if turn.agent.prompt is None else await _prompt(turn),
+    })
     completed = None
     with _current_span(turn):  # the model's response span nests under this agent's span
         try:
-            async for event in events:
+            event = await stream.first()
+            next_event = stream.next_event()
+            while event is not None:
                 if emit is not None:
                     await emit(raw_model_event(name, caller, depth, chat_id, event))
                 kind = event.type
@@ -645,13 +649,16 @@ async def _stream_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequ
                     completed = event.response
                 elif kind == "response.failed" or kind == "error":
                     raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
+                try:
+                    event = await next_event()  # the model's own stream: no layer of ours per event
+                except Exception as error:
+                    stream.end(error)  # returns at the end; a failure is raised as what it means
+                    break
         except ModelError as error:  # the retry wrapper knows the agent, not the chat or depth
             error.chat_id, error.depth = chat_id, depth
             raise
         finally:
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                await close()
+            await stream.aclose()
     if completed is None:
         raise ModelError(
             "The model's stream ended before response.completed.", agent=name, chat_id=chat_id, depth=depth

@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC
 from email.utils import parsedate_to_datetime
+from functools import partial
 from typing import Any, Literal
 
 import httpx2
@@ -201,8 +202,6 @@ except ImportError:  # pragma: no cover - a newer SDK moved it; clients then ret
     _NO_CLIENT_RETRIES = ContextVar("agency_swarm_no_client_retries", default=False)
 
 
-_NOTHING: Any = object()
-
 
 def _retries_on_its_own(model: Model) -> bool:
     """The SDK's provider models (OpenAI, LiteLLM, any-llm) retry inside their client unless the flag says not to."""
@@ -266,44 +265,23 @@ class RetryingModel(Model):
             attempt += 1
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
-        attempt = 1
-        while True:
-            events = aiter(self.inner.stream_response(*args, **kwargs))
-            try:
-                token = _NO_CLIENT_RETRIES.set(True)  # the request is sent while the first event is awaited
+        """The model's events, retried until the first one; the loop reads a `StreamCall` itself instead."""
+        call = StreamCall(self, args, kwargs)
+        try:
+            event = await call.first()
+            if event is None:
+                return
+            yield event
+            next_event = call.next_event()
+            while True:
                 try:
-                    first = await self._next(events)
-                except StopAsyncIteration:
-                    return
+                    event = await next_event()
                 except Exception as error:
-                    failure = self._give_up(error, attempt)
-                    if failure is error:
-                        raise
-                    if failure is not None:
-                        raise failure from None
-                    retry_after = _retry_after(error)
-                    first = _NOTHING
-                finally:
-                    _NO_CLIENT_RETRIES.reset(token)
-                if first is not _NOTHING:
-                    yield first
-                    while True:  # nothing is retried now: what was streamed cannot be taken back
-                        try:
-                            event = await self._next(events)
-                        except StopAsyncIteration:
-                            return
-                        except Exception as error:
-                            failure = self._give_up(error, attempt, retry=False)
-                            if failure is error or failure is None:
-                                raise
-                            raise failure from None
-                        yield event
-            finally:
-                close = getattr(events, "aclose", None)
-                if close is not None:
-                    await close()
-            await self.policy.sleep(self.policy.delay(attempt, retry_after))
-            attempt += 1
+                    call.end(error)
+                    return
+                yield event
+        finally:
+            await call.aclose()
 
     def _next(self, events: AsyncIterator[TResponseStreamEvent]) -> Awaitable[TResponseStreamEvent]:
         """The next event, within the timeout (a plain function: no coroutine of its own per streamed event)."""
@@ -364,6 +342,70 @@ class RetryingModel(Model):
                 attempts=attempt, **common, **located,
             )
         return ModelError(f"{where}: the model API failed: {detail}", **located)
+
+
+class StreamCall:
+    """One streamed call of a RetryingModel: `await first()`, then `await next()` (from `next_event()`) until the end.
+
+    It is retried only while the first event is awaited; what was streamed cannot be taken back. So the events after
+    it need no wrapper of ours: without a timeout `next_event()` is the model stream's own `__anext__`, and the
+    reader passes what that raises to `end` once, instead of an async generator climbed by every event.
+    """
+
+    __slots__ = ("_args", "_kwargs", "_model", "attempt", "events")
+
+    def __init__(self, model: Model, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        assert isinstance(model, RetryingModel), "Wiring.resolve_model wraps every agent's model"
+        self._model = model
+        self._args, self._kwargs = args, kwargs
+        self.attempt = 1
+        self.events: AsyncIterator[TResponseStreamEvent] | None = None
+
+    async def first(self) -> Any:
+        """The stream's first event (None when it has none), after as many attempts as the policy allows."""
+        model = self._model
+        while True:
+            events = self.events = aiter(model.inner.stream_response(*self._args, **self._kwargs))
+            token = _NO_CLIENT_RETRIES.set(True)  # the request is sent while the first event is awaited
+            try:
+                return await model._next(events)
+            except StopAsyncIteration:
+                return None
+            except Exception as error:
+                failure = model._give_up(error, self.attempt)
+                if failure is error:
+                    raise
+                if failure is not None:
+                    raise failure from None  # the original may quote the key; its parts are in `failure`
+                retry_after = _retry_after(error)
+            finally:
+                _NO_CLIENT_RETRIES.reset(token)
+            await self.aclose()
+            await model.policy.sleep(model.policy.delay(self.attempt, retry_after))
+            self.attempt += 1
+
+    def next_event(self) -> Callable[[], Awaitable[Any]]:
+        """What gives each event after the first (call it once `first` has returned); StopAsyncIteration at the end."""
+        events = self.events
+        assert events is not None
+        if self._model.timeout is None:
+            return events.__anext__
+        return partial(self._model._next, events)
+
+    def end(self, error: Exception) -> None:
+        """`next()` raised `error`: returns at the end of the stream, else raises what the failure means."""
+        if isinstance(error, StopAsyncIteration):
+            return
+        failure = self._model._give_up(error, self.attempt, retry=False)
+        if failure is error or failure is None:
+            raise error
+        raise failure from None
+
+    async def aclose(self) -> None:
+        events, self.events = self.events, None
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def _attempts(attempt: int) -> str:
