@@ -366,7 +366,8 @@ class StreamCall:
         model = self._model
         while True:
             events = self.events = aiter(model.inner.stream_response(*self._args, **self._kwargs))
-            token = _NO_CLIENT_RETRIES.set(True)  # the request is sent while the first event is awaited
+            # the request is sent while the first event is awaited
+            token = _NO_CLIENT_RETRIES.set(True) if model._quiets_client else None
             try:
                 return await model._next(events)
             except StopAsyncIteration:
@@ -379,7 +380,8 @@ class StreamCall:
                     raise failure from None  # the original may quote the key; its parts are in `failure`
                 retry_after = _retry_after(error)
             finally:
-                _NO_CLIENT_RETRIES.reset(token)
+                if token is not None:
+                    _NO_CLIENT_RETRIES.reset(token)
             await self.aclose()
             await model.policy.sleep(model.policy.delay(self.attempt, retry_after))
             self.attempt += 1
@@ -395,6 +397,7 @@ class StreamCall:
     def end(self, error: Exception) -> None:
         """`next()` raised `error`: returns at the end of the stream, else raises what the failure means."""
         if isinstance(error, StopAsyncIteration):
+            self.events = None  # it has ended: nothing to close
             return
         failure = self._model._give_up(error, self.attempt, retry=False)
         if failure is error or failure is None:
