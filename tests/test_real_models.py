@@ -586,6 +586,14 @@ async def test_a_slow_reply_within_the_timeout_is_waited_for(server: OpenAIServe
     assert (await task).final_output == "worth the wait"
 
 
+
+async def test_a_stream_within_its_timeout_gives_every_event() -> None:
+    async def kinds(seconds: float | None) -> list[str]:
+        agent = Agent(name="CEO", model=ScriptedModel(["Hello there, all of you"]), timeout=seconds)
+        return [event.type async for event in agent.get_response_stream("hi")]
+
+    assert await kinds(60) == await kinds(None)
+
 def test_bad_retry_and_timeout_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="timeout must be a number of seconds > 0"):
         Agent(name="A", timeout=0)

@@ -637,23 +637,25 @@ async def _stream_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequ
     completed = None
     with _current_span(turn):  # the model's response span nests under this agent's span
         try:
-            event = await stream.first()
-            next_event = stream.next_event()
-            while event is not None:
-                if emit is not None:
-                    await emit(raw_model_event(name, caller, depth, chat_id, event))
-                kind = event.type
-                if kind == "response.output_text.delta" and emit is not None:
-                    await emit(text_delta(name, caller, depth, chat_id, event.delta))
-                elif kind == "response.completed" or kind == "response.incomplete":
-                    completed = event.response
-                elif kind == "response.failed" or kind == "error":
-                    raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
+            while True:  # attempts: the model's own stream, retried until its first event
+                started = False
                 try:
-                    event = await next_event()  # the model's own stream: no layer of ours per event
-                except Exception as error:
-                    stream.end(error)  # returns at the end; a failure is raised as what it means
+                    async for event in stream.open():
+                        if not started:
+                            started = True
+                            stream.began()
+                        if emit is not None:
+                            await emit(raw_model_event(name, caller, depth, chat_id, event))
+                        kind = event.type
+                        if kind == "response.output_text.delta" and emit is not None:
+                            await emit(text_delta(name, caller, depth, chat_id, event.delta))
+                        elif kind == "response.completed" or kind == "response.incomplete":
+                            completed = event.response
+                        elif kind == "response.failed" or kind == "error":
+                            raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
                     break
+                except Exception as error:
+                    await stream.failed(error, started)  # raises what it means, or returns to try again
         except ModelError as error:  # the retry wrapper knows the agent, not the chat or depth
             error.chat_id, error.depth = chat_id, depth
             raise

@@ -6,11 +6,10 @@ import asyncio
 import random
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import UTC
 from email.utils import parsedate_to_datetime
-from functools import partial
 from typing import Any, Literal
 
 import httpx2
@@ -268,27 +267,30 @@ class RetryingModel(Model):
         """The model's events, retried until the first one; the loop reads a `StreamCall` itself instead."""
         call = StreamCall(self, args, kwargs)
         try:
-            event = await call.first()
-            if event is None:
-                return
-            yield event
-            next_event = call.next_event()
             while True:
+                started = False
                 try:
-                    event = await next_event()
-                except Exception as error:
-                    call.end(error)
+                    async for event in call.open():
+                        if not started:
+                            started = True
+                            call.began()
+                        yield event
                     return
-                yield event
+                except Exception as error:
+                    await call.failed(error, started)
         finally:
             await call.aclose()
 
-    def _next(self, events: AsyncIterator[TResponseStreamEvent]) -> Awaitable[TResponseStreamEvent]:
-        """The next event, within the timeout (a plain function: no coroutine of its own per streamed event)."""
-        if self.timeout is None:
-            return anext(events)
-        bounded: Awaitable[TResponseStreamEvent] = self._bounded(anext(events))
-        return bounded
+    async def _bounded_events(
+        self, events: AsyncIterator[TResponseStreamEvent]
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        """`events`, each one within the timeout."""
+        while True:
+            try:
+                event = await self._bounded(anext(events))
+            except StopAsyncIteration:
+                return
+            yield event
 
     async def _bounded(self, call: Awaitable[Any]) -> Any:
         assert self.timeout is not None
@@ -345,66 +347,67 @@ class RetryingModel(Model):
 
 
 class StreamCall:
-    """One streamed call of a RetryingModel: `await first()`, then `await next()` (from `next_event()`) until the end.
+    """One streamed call of a RetryingModel, read attempt by attempt with a plain `async for`:
 
-    It is retried only while the first event is awaited; what was streamed cannot be taken back. So the events after
-    it need no wrapper of ours: without a timeout `next_event()` is the model stream's own `__anext__`, and the
-    reader passes what that raises to `end` once, instead of an async generator climbed by every event.
+        while True:
+            started = False
+            try:
+                async for event in call.open():
+                    if not started:
+                        started = True
+                        call.began()
+                    ...
+                break
+            except Exception as error:
+                await call.failed(error, started)  # raises, or returns once it is time to try again
+
+    A call is retried only until its first event; what was streamed cannot be taken back. `open()` is the model's
+    own stream (bounded per event when there is a timeout), so no generator of ours sits between each event and
+    its reader; what the stream raises is judged once, in `failed`.
     """
 
-    __slots__ = ("_args", "_kwargs", "_model", "attempt", "events")
+    __slots__ = ("_args", "_kwargs", "_model", "_token", "attempt", "events")
 
     def __init__(self, model: Model, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         assert isinstance(model, RetryingModel), "Wiring.resolve_model wraps every agent's model"
         self._model = model
         self._args, self._kwargs = args, kwargs
+        self._token: Token[bool] | None = None
         self.attempt = 1
         self.events: AsyncIterator[TResponseStreamEvent] | None = None
 
-    async def first(self) -> Any:
-        """The stream's first event (None when it has none), after as many attempts as the policy allows."""
+    def open(self) -> AsyncIterator[Any]:
+        """The next attempt's stream; the request is sent while its first event is awaited."""
         model = self._model
-        while True:
-            events = self.events = aiter(model.inner.stream_response(*self._args, **self._kwargs))
-            # the request is sent while the first event is awaited
-            token = _NO_CLIENT_RETRIES.set(True) if model._quiets_client else None
-            try:
-                return await model._next(events)
-            except StopAsyncIteration:
-                return None
-            except Exception as error:
-                failure = model._give_up(error, self.attempt)
-                if failure is error:
-                    raise
-                if failure is not None:
-                    raise failure from None  # the original may quote the key; its parts are in `failure`
-                retry_after = _retry_after(error)
-            finally:
-                if token is not None:
-                    _NO_CLIENT_RETRIES.reset(token)
-            await self.aclose()
-            await model.policy.sleep(model.policy.delay(self.attempt, retry_after))
-            self.attempt += 1
+        events = self.events = aiter(model.inner.stream_response(*self._args, **self._kwargs))
+        if model._quiets_client:
+            self._token = _NO_CLIENT_RETRIES.set(True)
+        return events if model.timeout is None else model._bounded_events(events)
 
-    def next_event(self) -> Callable[[], Awaitable[Any]]:
-        """What gives each event after the first (call it once `first` has returned); StopAsyncIteration at the end."""
-        events = self.events
-        assert events is not None
-        if self._model.timeout is None:
-            return events.__anext__
-        return partial(self._model._next, events)
+    def began(self) -> None:
+        """The first event is here: the flag that quiets the client's own retries is lifted before anyone sees it."""
+        self._lift()
 
-    def end(self, error: Exception) -> None:
-        """`next()` raised `error`: returns at the end of the stream, else raises what the failure means."""
-        if isinstance(error, StopAsyncIteration):
-            self.events = None  # it has ended: nothing to close
-            return
-        failure = self._model._give_up(error, self.attempt, retry=False)
-        if failure is error or failure is None:
+    async def failed(self, error: Exception, started: bool) -> None:
+        """Raises what `error` means; returns, after the policy's wait, when the call is to be tried again."""
+        self._lift()
+        model = self._model
+        failure = model._give_up(error, self.attempt, retry=not started)
+        if failure is error:
             raise error
-        raise failure from None
+        if failure is not None:
+            raise failure from None  # the original may quote the key; its parts are in `failure`
+        await self.aclose()
+        await model.policy.sleep(model.policy.delay(self.attempt, _retry_after(error)))
+        self.attempt += 1
+
+    def _lift(self) -> None:
+        if self._token is not None:
+            _NO_CLIENT_RETRIES.reset(self._token)
+            self._token = None
 
     async def aclose(self) -> None:
+        self._lift()
         events, self.events = self.events, None
         close = getattr(events, "aclose", None)
         if close is not None:
