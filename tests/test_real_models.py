@@ -594,6 +594,29 @@ async def test_a_stream_within_its_timeout_gives_every_event() -> None:
 
     assert await kinds(60) == await kinds(None)
 
+
+class RecordsClosing(ScriptedModel):
+    def __init__(self) -> None:
+        super().__init__(["Hello there, all of you"])
+        self.closed = 0
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        try:
+            async for event in super().stream_response(*args, **kwargs):
+                yield event
+        finally:
+            self.closed += 1
+
+
+@pytest.mark.parametrize("seconds", [None, 60.0], ids=["no timeout", "timeout"])
+async def test_a_reader_leaving_early_closes_the_models_stream(seconds: float | None) -> None:
+    model = RecordsClosing()
+    async with Agent(name="CEO", model=model, timeout=seconds).get_response_stream("hi") as stream:
+        async for event in stream:
+            if event.type == "raw":
+                break
+    assert model.closed == 1
+
 def test_bad_retry_and_timeout_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="timeout must be a number of seconds > 0"):
         Agent(name="A", timeout=0)

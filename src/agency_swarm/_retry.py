@@ -201,7 +201,6 @@ except ImportError:  # pragma: no cover - a newer SDK moved it; clients then ret
     _NO_CLIENT_RETRIES = ContextVar("agency_swarm_no_client_retries", default=False)
 
 
-
 def _retries_on_its_own(model: Model) -> bool:
     """The SDK's provider models (OpenAI, LiteLLM, any-llm) retry inside their client unless the flag says not to."""
     return type(model).__module__.startswith("agents.") or isinstance(model, _SDK_MODELS)
@@ -284,13 +283,16 @@ class RetryingModel(Model):
     async def _bounded_events(
         self, events: AsyncIterator[TResponseStreamEvent]
     ) -> AsyncIterator[TResponseStreamEvent]:
-        """`events`, each one within the timeout."""
-        while True:
-            try:
-                event = await self._bounded(anext(events))
-            except StopAsyncIteration:
-                return
-            yield event
+        """`events`, each one within the timeout; closing this closes them."""
+        try:
+            while True:
+                try:
+                    event = await self._bounded(anext(events))
+                except StopAsyncIteration:
+                    return
+                yield event
+        finally:
+            await _close(events)
 
     async def _bounded(self, call: Awaitable[Any]) -> Any:
         assert self.timeout is not None
@@ -379,10 +381,13 @@ class StreamCall:
     def open(self) -> AsyncIterator[Any]:
         """The next attempt's stream; the request is sent while its first event is awaited."""
         model = self._model
-        events = self.events = aiter(model.inner.stream_response(*self._args, **self._kwargs))
+        events: AsyncIterator[Any] = aiter(model.inner.stream_response(*self._args, **self._kwargs))
+        if model.timeout is not None:
+            events = model._bounded_events(events)
         if model._quiets_client:
             self._token = _NO_CLIENT_RETRIES.set(True)
-        return events if model.timeout is None else model._bounded_events(events)
+        self.events = events
+        return events
 
     def began(self) -> None:
         """The first event is here: the flag that quiets the client's own retries is lifted before anyone sees it."""
@@ -409,9 +414,14 @@ class StreamCall:
     async def aclose(self) -> None:
         self._lift()
         events, self.events = self.events, None
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
+        await _close(events)
+
+
+async def _close(events: Any) -> None:
+    """Close a model's stream; an async iterator that is not a generator may have no `aclose`."""
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _attempts(attempt: int) -> str:
