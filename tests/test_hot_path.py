@@ -114,3 +114,17 @@ def test_stored_items_are_exactly_what_pydantic_dumps(item: object) -> None:
     assert stored == expected
     assert list(stored) == list(expected)  # same key order, so stored files read the same
     assert [list(part) for part in stored.get("content", [])] == [list(part) for part in expected.get("content", [])]
+
+
+def test_the_keywordless_event_builders_make_the_same_events() -> None:
+    from agency_swarm._events import RawModelEvent, TextDelta, raw_model_event, text_delta
+
+    where = {"agent": "A", "caller": "user", "depth": 1, "chat_id": "c"}
+    raw = raw_model_event("A", "user", 1, "c", {"type": "x"})
+    delta = text_delta("A", "user", 1, "c", "Hi")
+    assert type(raw) is RawModelEvent
+    assert type(delta) is TextDelta
+    assert raw == RawModelEvent(**where, data={"type": "x"})
+    assert delta == TextDelta(**where, delta="Hi")
+    assert raw.to_dict() == RawModelEvent(**where, data={"type": "x"}).to_dict()
+    assert delta.to_dict() == {"type": "text_delta", **where, "delta": "Hi"}

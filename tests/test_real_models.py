@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import MultiProvider, OpenAIChatCompletionsModel, OpenAIResponsesModel
+from agents import Model, MultiProvider, OpenAIChatCompletionsModel, OpenAIResponsesModel
+from agents.models.interface import ModelTracing
 from openai import AsyncOpenAI
 
 from agency_swarm import (
@@ -34,7 +35,8 @@ from agency_swarm import (
     RunResult,
     function_tool,
 )
-from agency_swarm.testing import ToolCall, send_message
+from agency_swarm._retry import RetryingModel
+from agency_swarm.testing import Fail, ScriptedModel, ToolCall, send_message
 from openai_server import Hold, OpenAIServer, Reply, Reset, Status, Tokens
 
 API_KEY = f"sk-test-{uuid.uuid4().hex}"
@@ -425,8 +427,6 @@ async def test_a_stream_cut_after_its_first_events_is_not_retried(server: OpenAI
 
 
 async def test_unknown_exceptions_from_a_model_pass_through_unretried() -> None:
-    from agency_swarm.testing import Fail, ScriptedModel
-
     waits = Waits()
     model = ScriptedModel([Fail(RuntimeError("a bug"))])
     agent = Agent(name="CEO", model=model, retry=policy(waits))
@@ -435,6 +435,65 @@ async def test_unknown_exceptions_from_a_model_pass_through_unretried() -> None:
     assert waits.delays == []
     assert len(model.calls) == 1
 
+
+
+class FailsBeforeItsFirstEvent(ScriptedModel):
+    """Streams nothing at all (`error=None`), or fails when asked for its first event."""
+
+    def __init__(self, error: Exception | None) -> None:
+        super().__init__(["unused"])
+        self.error = error
+        self.streams = 0
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        self.streams += 1
+        error = self.error
+
+        async def events() -> AsyncIterator[Any]:
+            if error is not None:
+                raise error
+            return
+            yield  # an async generator
+
+        return events()
+
+
+async def test_unknown_exceptions_before_a_streams_first_event_pass_through_unretried() -> None:
+    waits = Waits()
+    model = FailsBeforeItsFirstEvent(RuntimeError("a bug"))
+    agent = Agent(name="CEO", model=model, retry=policy(waits))
+    with pytest.raises(RuntimeError, match="a bug"):
+        async for _ in Agency(agent).get_response_stream("hi"):
+            pass
+    assert waits.delays == []
+    assert model.streams == 1
+
+
+def retrying(inner: Model, waits: Waits) -> RetryingModel:
+    return RetryingModel(inner, agent="Solo", model_name="m", policy=policy(waits), timeout=None)
+
+
+async def read_stream(model: RetryingModel) -> list[str]:
+    stream = model.stream_response(None, [{"role": "user", "content": "hi"}], ModelSettings(), [], None, [],
+                                   ModelTracing.DISABLED)
+    return [event.type async for event in stream]
+
+
+async def test_the_retrying_models_own_stream_response_gives_the_models_events() -> None:
+    waits = Waits()
+    assert await read_stream(retrying(ScriptedModel(["Hello there"]), waits)) == [
+        event.type async for event in ScriptedModel(["Hello there"]).stream_response(
+            None, [], ModelSettings(), [], None, [], ModelTracing.DISABLED
+        )
+    ]
+    assert await read_stream(retrying(FailsBeforeItsFirstEvent(None), waits)) == []  # a stream without events
+
+    failing = ScriptedModel([Fail(ConnectionError("reset"), partial_text="Hel")])
+    with pytest.raises(ModelUnavailable, match="reset") as caught:
+        await read_stream(retrying(failing, waits))
+    assert caught.value.attempts == 1  # cut after its first events: not tried again
+    assert len(failing.calls) == 1
+    assert waits.delays == []
 
 # -- timeouts --------------------------------------------------------------------------------------------------
 
@@ -526,6 +585,37 @@ async def test_a_slow_reply_within_the_timeout_is_waited_for(server: OpenAIServe
     hold.release()
     assert (await task).final_output == "worth the wait"
 
+
+
+async def test_a_stream_within_its_timeout_gives_every_event() -> None:
+    async def kinds(seconds: float | None) -> list[str]:
+        agent = Agent(name="CEO", model=ScriptedModel(["Hello there, all of you"]), timeout=seconds)
+        return [event.type async for event in agent.get_response_stream("hi")]
+
+    assert await kinds(60) == await kinds(None)
+
+
+class RecordsClosing(ScriptedModel):
+    def __init__(self) -> None:
+        super().__init__(["Hello there, all of you"])
+        self.closed = 0
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        try:
+            async for event in super().stream_response(*args, **kwargs):
+                yield event
+        finally:
+            self.closed += 1
+
+
+@pytest.mark.parametrize("seconds", [None, 60.0], ids=["no timeout", "timeout"])
+async def test_a_reader_leaving_early_closes_the_models_stream(seconds: float | None) -> None:
+    model = RecordsClosing()
+    async with Agent(name="CEO", model=model, timeout=seconds).get_response_stream("hi") as stream:
+        async for event in stream:
+            if event.type == "raw":
+                break
+    assert model.closed == 1
 
 def test_bad_retry_and_timeout_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="timeout must be a number of seconds > 0"):

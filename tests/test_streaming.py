@@ -596,7 +596,7 @@ async def test_a_stream_dropped_before_iterating_leaves_no_turn_behind() -> None
 
 
 async def test_drive_lets_a_turn_await_while_it_unwinds_and_drops_what_it_emits_then() -> None:
-    from agency_swarm._channel import Emit, ReaderLeft, drive
+    from agency_swarm._channel import ReaderLeft, drive, to_reader
 
     def started(message: str) -> AgentStarted:
         return AgentStarted(agent="A", caller="user", depth=0, chat_id="c", message=message)
@@ -605,11 +605,11 @@ async def test_drive_lets_a_turn_await_while_it_unwinds_and_drops_what_it_emits_
 
     async def turn() -> None:
         try:
-            await Emit(started("read"))
-            await Emit(started("never read"))
+            await to_reader(started("read"))
+            await to_reader(started("never read"))
         except ReaderLeft:
             await asyncio.sleep(0)  # the clean-up may await (a store write, a lock)
-            await Emit(started("emitted while unwinding"))  # and what it emits then goes nowhere
+            await to_reader(started("emitted while unwinding"))  # and what it emits then goes nowhere
             unwound.append("cleaned up")
             raise
 

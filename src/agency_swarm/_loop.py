@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
@@ -49,14 +49,14 @@ from ._events import (
     ApprovalRequested,
     Event,
     MessageSent,
-    RawModelEvent,
-    TextDelta,
     ToolCalled,
     ToolOutput,
+    raw_model_event,
+    text_delta,
 )
 from ._items import stored_item
 from ._results import Interruption, ResponseStream, RunResult, UsageTotals, requests_of, totals_by_model
-from ._retry import RetryingModel
+from ._retry import RetryingModel, StreamCall
 from ._send_message import (
     SEND_MESSAGE,
     depth_refusal,
@@ -718,31 +718,39 @@ async def _stream_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequ
     history: Any = _history(turn)
     if agent.hooks is not None:
         await agent.hooks.on_llm_start(run.context(), agent, setup.instructions, history)
-    events: AsyncIterator[Any] = setup.model.stream_response(
+    stream = StreamCall(setup.model, (
         setup.instructions, history, settings, setup.tools, setup.schema, [], _model_tracing(turn),
-        previous_response_id=None, conversation_id=None,
-        prompt=None if turn.agent.prompt is None else await _prompt(turn),
-    )
+    ), {
+        "previous_response_id": None, "conversation_id": None,
+        "prompt": None if turn.agent.prompt is None else await _prompt(turn),
+    })
     completed = None
     with _current_span(turn):  # the model's response span nests under this agent's span
         try:
-            async for event in events:
-                if emit is not None:
-                    await emit(RawModelEvent(agent=name, caller=caller, depth=depth, chat_id=chat_id, data=event))
-                kind = event.type
-                if kind == "response.output_text.delta" and emit is not None:
-                    await emit(TextDelta(agent=name, caller=caller, depth=depth, chat_id=chat_id, delta=event.delta))
-                elif kind == "response.completed" or kind == "response.incomplete":
-                    completed = event.response
-                elif kind == "response.failed" or kind == "error":
-                    raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
+            while True:  # attempts: the model's own stream, retried until its first event
+                started = False
+                try:
+                    async for event in stream.open():
+                        if not started:
+                            started = True
+                            stream.began()
+                        if emit is not None:
+                            await emit(raw_model_event(name, caller, depth, chat_id, event))
+                        kind = event.type
+                        if kind == "response.output_text.delta" and emit is not None:
+                            await emit(text_delta(name, caller, depth, chat_id, event.delta))
+                        elif kind == "response.completed" or kind == "response.incomplete":
+                            completed = event.response
+                        elif kind == "response.failed" or kind == "error":
+                            raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
+                    break
+                except Exception as error:
+                    await stream.failed(error, started)  # raises what it means, or returns to try again
         except ModelError as error:  # the retry wrapper knows the agent, not the chat or depth
             error.chat_id, error.depth = chat_id, depth
             raise
         finally:
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                await close()
+            await stream.aclose()
     if completed is None:
         raise ModelError(
             "The model's stream ended before response.completed.", agent=name, chat_id=chat_id, depth=depth

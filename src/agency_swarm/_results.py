@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Iterable, Mapping
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -189,20 +188,16 @@ class ResponseStream:
     def __aiter__(self) -> AsyncIterator[Event]:
         if self._generator is not None:
             raise RuntimeError("This stream was already iterated; call get_response_stream again for a new turn.")
-        generator = self._run()
+        # drive's own generator, not one wrapped around it: every event would climb the extra level
+        generator = drive(self._begin, self._mark_closed)
         # A weak reference only: when the caller's `async for` breaks, the generator is collected and
         # asyncio closes it, which cancels the turn.
         self._generator = weakref.ref(generator)
         return generator
 
-    async def _run(self) -> AsyncGenerator[Event, None]:
+    def _begin(self) -> Coroutine[Any, Any, object]:
         self._started = True
-        try:
-            async with aclosing(drive(self._start(self))) as events:  # closing this closes the whole turn, now
-                async for event in events:
-                    yield event
-        finally:
-            self._mark_closed()
+        return self._start(self)()
 
     def _mark_closed(self) -> None:
         self._finished = True

@@ -6,7 +6,7 @@ import asyncio
 import random
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 from datetime import UTC
 from email.utils import parsedate_to_datetime
@@ -207,9 +207,6 @@ except ImportError:  # pragma: no cover - a newer SDK moved it; clients then ret
     _NO_CLIENT_RETRIES = ContextVar("agency_swarm_no_client_retries", default=False)
 
 
-_NOTHING: Any = object()
-
-
 def _retries_on_its_own(model: Model) -> bool:
     """The SDK's provider models (OpenAI, LiteLLM, any-llm) retry inside their client unless the flag says not to."""
     return type(model).__module__.startswith("agents.") or isinstance(model, _SDK_MODELS)
@@ -311,51 +308,36 @@ class RetryingModel(Model):
                 error = again
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
-        attempt = 1
-        while True:
-            events = aiter(self.inner.stream_response(*args, **kwargs))
-            try:
-                token = _NO_CLIENT_RETRIES.set(True)  # the request is sent while the first event is awaited
+        """The model's events, retried until the first one; the loop reads a `StreamCall` itself instead."""
+        call = StreamCall(self, args, kwargs)
+        try:
+            while True:
+                started = False
                 try:
-                    first = await self._next(events)
-                except StopAsyncIteration:
+                    async for event in call.open():
+                        if not started:
+                            started = True
+                            call.began()
+                        yield event
                     return
                 except Exception as error:
-                    failure = self._give_up(error, attempt)
-                    if failure is error:
-                        raise
-                    if failure is not None:
-                        raise failure from None
-                    retry_after = _retry_after(error)
-                    first = _NOTHING
-                finally:
-                    _NO_CLIENT_RETRIES.reset(token)
-                if first is not _NOTHING:
-                    yield first
-                    while True:  # nothing is retried now: what was streamed cannot be taken back
-                        try:
-                            event = await self._next(events)
-                        except StopAsyncIteration:
-                            return
-                        except Exception as error:
-                            failure = self._give_up(error, attempt, retry=False)
-                            if failure is error or failure is None:
-                                raise
-                            raise failure from None
-                        yield event
-            finally:
-                close = getattr(events, "aclose", None)
-                if close is not None:
-                    await close()
-            await self.policy.sleep(self.policy.delay(attempt, retry_after))
-            attempt += 1
+                    await call.failed(error, started)
+        finally:
+            await call.aclose()
 
-    def _next(self, events: AsyncIterator[TResponseStreamEvent]) -> Awaitable[TResponseStreamEvent]:
-        """The next event, within the timeout (a plain function: no coroutine of its own per streamed event)."""
-        if self.timeout is None:
-            return anext(events)
-        bounded: Awaitable[TResponseStreamEvent] = self._bounded(anext(events))
-        return bounded
+    async def _bounded_events(
+        self, events: AsyncIterator[TResponseStreamEvent]
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        """`events`, each one within the timeout; closing this closes them."""
+        try:
+            while True:
+                try:
+                    event = await self._bounded(anext(events))
+                except StopAsyncIteration:
+                    return
+                yield event
+        finally:
+            await _close(events)
 
     async def _bounded(self, call: Awaitable[Any]) -> Any:
         assert self.timeout is not None
@@ -409,6 +391,82 @@ class RetryingModel(Model):
                 attempts=attempt, **common, **located,
             )
         return ModelError(f"{where}: the model API failed: {detail}", **located)
+
+
+class StreamCall:
+    """One streamed call of a RetryingModel, read attempt by attempt with a plain `async for`:
+
+        while True:
+            started = False
+            try:
+                async for event in call.open():
+                    if not started:
+                        started = True
+                        call.began()
+                    ...
+                break
+            except Exception as error:
+                await call.failed(error, started)  # raises, or returns once it is time to try again
+
+    A call is retried only until its first event; what was streamed cannot be taken back. `open()` is the model's
+    own stream (bounded per event when there is a timeout), so no generator of ours sits between each event and
+    its reader; what the stream raises is judged once, in `failed`.
+    """
+
+    __slots__ = ("_args", "_kwargs", "_model", "_token", "attempt", "events")
+
+    def __init__(self, model: Model, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        assert isinstance(model, RetryingModel), "Wiring.resolve_model wraps every agent's model"
+        self._model = model
+        self._args, self._kwargs = args, kwargs
+        self._token: Token[bool] | None = None
+        self.attempt = 1
+        self.events: AsyncIterator[TResponseStreamEvent] | None = None
+
+    def open(self) -> AsyncIterator[Any]:
+        """The next attempt's stream; the request is sent while its first event is awaited."""
+        model = self._model
+        events: AsyncIterator[Any] = aiter(model.inner.stream_response(*self._args, **self._kwargs))
+        if model.timeout is not None:
+            events = model._bounded_events(events)
+        if model._quiets_client:
+            self._token = _NO_CLIENT_RETRIES.set(True)
+        self.events = events
+        return events
+
+    def began(self) -> None:
+        """The first event is here: the flag that quiets the client's own retries is lifted before anyone sees it."""
+        self._lift()
+
+    async def failed(self, error: Exception, started: bool) -> None:
+        """Raises what `error` means; returns, after the policy's wait, when the call is to be tried again."""
+        self._lift()
+        model = self._model
+        failure = model._give_up(error, self.attempt, retry=not started)
+        if failure is error:
+            raise error
+        if failure is not None:
+            raise failure from None  # the original may quote the key; its parts are in `failure`
+        await self.aclose()
+        await model.policy.sleep(model.policy.delay(self.attempt, _retry_after(error)))
+        self.attempt += 1
+
+    def _lift(self) -> None:
+        if self._token is not None:
+            _NO_CLIENT_RETRIES.reset(self._token)
+            self._token = None
+
+    async def aclose(self) -> None:
+        self._lift()
+        events, self.events = self.events, None
+        await _close(events)
+
+
+async def _close(events: Any) -> None:
+    """Close a model's stream; an async iterator that is not a generator may have no `aclose`."""
+    close = getattr(events, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _attempts(attempt: int) -> str:
