@@ -55,7 +55,7 @@ from ._events import (
     text_delta,
 )
 from ._items import stored_item
-from ._results import Interruption, ResponseStream, RunResult, UsageTotals, requests_of, totals_by_model
+from ._results import Interruption, ResponseStream, RunResult, UsageTotals, requests_of
 from ._retry import RetryingModel, StreamCall
 from ._send_message import (
     SEND_MESSAGE,
@@ -154,8 +154,10 @@ class _Run:
     def context(self) -> AgentHookContext[Any]:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
         if self._wrapper is None:
-            usage = UsageTotals.sum(totals_by_model(self.usage_records).values()).to_usage()
-            self._wrapper = AgentHookContext(context=self.user_context, usage=usage)
+            totals = UsageTotals()  # every agent's and model's usage in one sum: no per-model totals needed here
+            for _, usage in self.usage_records:
+                totals.add(usage)
+            self._wrapper = AgentHookContext(context=self.user_context, usage=totals.to_usage())
         return self._wrapper
 
     def record(self, key: tuple[str, str], usage: Any) -> None:
