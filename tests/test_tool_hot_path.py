@@ -18,19 +18,43 @@ def a_call(namespace: str | None = None) -> ResponseFunctionToolCall:
     )
 
 
+class Run:
+    """A turn as a tool call sees it; counts how often the run context (and its usage) had to be built."""
+
+    def __init__(self) -> None:
+        self.user_context = {"user": 7}
+        self._context = RunContextWrapper(context=self.user_context, usage=Usage(requests=3))
+        self.built = 0
+
+    def context(self) -> RunContextWrapper[Any]:
+        self.built += 1
+        return self._context
+
+
 @pytest.mark.parametrize("namespace", [None, "", "math"])
 def test_a_filled_tool_context_equals_the_sdk_constructed_one(namespace: str | None) -> None:
-    run_context = RunContextWrapper(context={"user": 7}, usage=Usage(requests=3))
-    call, agent = a_call(namespace), object()
+    run, call, agent = Run(), a_call(namespace), object()
 
-    filled = _tools._filled_tool_context(run_context, call, agent, _tools.TOOL_RUN_CONFIG)
-    made = _tools._sdk_tool_context(run_context, call, agent, _tools.TOOL_RUN_CONFIG)
+    filled = _tools._filled_tool_context(run, call, agent, _tools.TOOL_RUN_CONFIG)
+    made = _tools._sdk_tool_context(run, call, agent, _tools.TOOL_RUN_CONFIG)
 
-    assert type(filled) is ToolContext
-    assert vars(filled) == vars(made)
-    assert filled.usage is run_context.usage  # live: the run keeps counting into it
+    assert isinstance(filled, ToolContext)
+    assert _tools._fields(filled) == _tools._fields(made)
+    assert filled.usage is run.context().usage  # live: the run keeps counting into it
     assert filled.qualified_tool_name == made.qualified_tool_name
     assert filled.turn_input is not made.turn_input  # fresh containers, never shared between calls
+
+
+def test_a_filled_tool_context_asks_the_run_for_usage_only_when_read() -> None:
+    run = Run()
+    filled = _tools._filled_tool_context(run, a_call(), object(), _tools.TOOL_RUN_CONFIG)
+    assert (run.built, filled.context) == (0, run.user_context)
+    assert filled.usage.requests == 3
+    assert filled.usage is filled.usage
+    assert run.built == 1  # looked up once, then kept
+    other = Usage(requests=9)
+    filled.usage = other
+    assert filled.usage is other
 
 
 def test_this_sdk_gets_the_filled_context() -> None:

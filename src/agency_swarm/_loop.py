@@ -961,9 +961,7 @@ async def _run_call(
                 outputs[index] = rejected_output(call.name)
                 return
             if turn.span is None:
-                outputs[index] = await run_function_tool(
-                    agent=agent, tool=tool, call=call, run_context=run.context(), wiring=turn.wiring
-                )
+                outputs[index] = await run_function_tool(agent, tool, call, run, turn.wiring)
             else:
                 outputs[index] = await _traced_tool(turn, tool, call)
             results.append((index, call.name, outputs[index]))
@@ -1002,9 +1000,7 @@ async def _traced_tool(turn: _Turn, tool: FunctionTool, call: ResponseFunctionTo
     assert turn.run.trace is not None  # only traced turns get here
     try:
         with current(turn.run.trace, span):  # the SDK attaches a handled tool error to the current span
-            output = await run_function_tool(
-                agent=turn.agent, tool=tool, call=call, run_context=turn.run.context(), wiring=turn.wiring
-            )
+            output = await run_function_tool(turn.agent, tool, call, turn.run, turn.wiring)
         span.span_data.output = output if isinstance(output, str) else _as_text(output)
         return output
     finally:

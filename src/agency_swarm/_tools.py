@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents import (
     FunctionTool,
@@ -14,6 +14,7 @@ from agents import (
     OutputGuardrailTripwireTriggered,
     RunConfig,
     RunContextWrapper,
+    Usage,
 )
 from agents.run_config import ToolErrorFormatterArgs
 from agents.tool import invoke_function_tool
@@ -154,19 +155,26 @@ def unknown_tool_output(name: str, available: list[str]) -> str:
     return f"Error: there is no tool named {name!r}. Available tools: {listing}."
 
 
+class ToolRun(Protocol):
+    """What a tool call needs of its turn: the user's context object, and the SDK run context on demand."""
+
+    user_context: Any
+
+    def context(self) -> RunContextWrapper[Any]: ...
+
+
 async def run_function_tool(
-    *,
     agent: Agent,
     tool: FunctionTool,
     call: ResponseFunctionToolCall,
-    run_context: RunContextWrapper[Any],
+    run: ToolRun,
     wiring: Wiring | None = None,
 ) -> Any:
     """Invoke one tool the way the SDK's runner does (timeouts, failure formatters); never raises for tool errors."""
     show = agent.show_tool_errors
     if show is None:
         show = True if wiring is None else wiring.show_tool_errors
-    context = tool_context(run_context, call, agent, TOOL_RUN_CONFIG if show else _HIDDEN_ERRORS_RUN_CONFIG)
+    context = tool_context(run, call, agent, TOOL_RUN_CONFIG if show else _HIDDEN_ERRORS_RUN_CONFIG)
     hooks = agent.hooks
     if hooks is not None:
         await hooks.on_tool_start(context, agent, tool)
@@ -188,8 +196,9 @@ async def run_function_tool(
 
 
 def _sdk_tool_context(
-    run_context: RunContextWrapper[Any], call: ResponseFunctionToolCall, agent: Any, run_config: RunConfig
+    run: ToolRun, call: ResponseFunctionToolCall, agent: Any, run_config: RunConfig
 ) -> ToolContext[Any]:
+    run_context = run.context()
     return ToolContext(
         context=run_context.context,
         usage=run_context.usage,
@@ -210,18 +219,36 @@ except ImportError:  # pragma: no cover - depends on the installed SDK
     get_tool_call_namespace = None  # type: ignore[assignment]
 
 
+class RunToolContext(ToolContext[Any]):
+    """A ToolContext whose `usage` (the run's, kept current as the turn goes on) is looked up when first read.
+
+    The run's usage object is built on demand (a few µs), and most tools never read it.
+    """
+
+    @property
+    def usage(self) -> Usage:
+        found: Usage | None = self.__dict__.get("usage")
+        if found is None:
+            found = self.__dict__["usage"] = self.__dict__["_run"].context().usage
+        return found
+
+    @usage.setter
+    def usage(self, value: Usage) -> None:
+        self.__dict__["usage"] = value
+
+
 def _filled_tool_context(
-    run_context: RunContextWrapper[Any], call: ResponseFunctionToolCall, agent: Any, run_config: RunConfig
+    run: ToolRun, call: ResponseFunctionToolCall, agent: Any, run_config: RunConfig
 ) -> ToolContext[Any]:
     """The instance `ToolContext(...)` would build, attribute for attribute, at a third of its cost.
 
     The SDK's constructor re-imports `run_config`, coerces an already typed RunConfig and runs the dataclass
     machinery of two classes on every call; in a turn with one tool that is a few µs of a budget of tens.
     """
-    context: ToolContext[Any] = _new(ToolContext)
+    context: ToolContext[Any] = _new(RunToolContext)
     context.__dict__ = {
-        "context": run_context.context,
-        "usage": run_context.usage,
+        "context": run.user_context,
+        "_run": run,
         "turn_input": [],
         "_approvals": {},
         "_tool_invocations": {},
@@ -246,17 +273,34 @@ def _fills_like_the_sdk() -> bool:
     if get_tool_call_namespace is None:  # pragma: no cover - depends on the installed SDK
         return False
     try:
-        probe = RunContextWrapper(context=object())
+        probe = _ProbeRun()
         call = ResponseFunctionToolCall(type="function_call", call_id="probe", name="probe", arguments="{}")
         made = _sdk_tool_context(probe, call, None, TOOL_RUN_CONFIG)
         filled = _filled_tool_context(probe, call, None, TOOL_RUN_CONFIG)
-        return type(made) is ToolContext and vars(filled) == vars(made)
+        return type(made) is ToolContext and filled.usage is made.usage and _fields(filled) == _fields(made)
     except Exception:
         return False
 
 
+def _fields(context: ToolContext[Any]) -> dict[str, Any]:
+    """A tool context's attributes as the constructor sets them (usage as the attribute reads it)."""
+    found = {name: value for name, value in vars(context).items() if name != "_run"}
+    found["usage"] = context.usage
+    return found
+
+
+class _ProbeRun:
+    def __init__(self) -> None:
+        self.user_context = object()
+        self._context = RunContextWrapper(context=self.user_context)
+
+    def context(self) -> RunContextWrapper[Any]:
+        return self._context
+
+
 tool_context = _filled_tool_context if _fills_like_the_sdk() else _sdk_tool_context
-"""A tool's ToolContext: context and usage are the run's own objects, the rest is this call's."""
+"""A tool's ToolContext: context and usage are the run's own objects (usage looked up when read), the rest is this
+call's."""
 
 
 _TAKES_TOOL_CONTEXT: dict[int, tuple[object, bool]] = {}
