@@ -32,35 +32,36 @@ def _plain_fields(model: Any) -> dict[str, Any] | None:
     if model.__pydantic_extra__:
         return None
     fields = model.__pydantic_fields_set__
-    out = {name: value for name, value in model.__dict__.items() if name in fields}
-    for value in out.values():
-        if value is not None and type(value) is not str:
-            return None
+    out: dict[str, Any] = {}
+    for name, value in model.__dict__.items():
+        if name in fields:
+            if value is not None and type(value) is not str:
+                return None
+            out[name] = value
     return out
 
 
 def _message(message: ResponseOutputMessage) -> dict[str, Any] | None:
+    if message.__pydantic_extra__:
+        return None
     parts: list[dict[str, Any]] = []
     for part in message.content:
         if type(part) is not ResponseOutputText or part.annotations or part.logprobs or part.__pydantic_extra__:
             return None
-        dumped: dict[str, Any] = {"annotations": [], "text": part.text, "type": part.type}
-        if "logprobs" in part.__pydantic_fields_set__:
-            dumped["logprobs"] = part.logprobs
-        if len(part.__pydantic_fields_set__) != len(dumped):  # a field left unset: keep pydantic's exact choice
+        set_fields = part.__pydantic_fields_set__  # annotations, text, type and perhaps logprobs: its only fields
+        if len(set_fields) == 3 and "logprobs" not in set_fields:
+            parts.append({"annotations": [], "text": part.text, "type": part.type})
+        elif len(set_fields) == 4:
+            parts.append({"annotations": [], "text": part.text, "type": part.type, "logprobs": part.logprobs})
+        else:  # a field left unset: keep pydantic's exact choice
             return None
-        parts.append(dumped)
-    if message.__pydantic_extra__:
-        return None
     fields = message.__pydantic_fields_set__
     result: dict[str, Any] = {}
     for name, value in message.__dict__.items():
-        if name not in fields:
-            continue
-        if name == "content":
-            result[name] = parts
-        elif value is None or type(value) is str:
+        if name in fields:
+            if name == "content":
+                value = parts
+            elif value is not None and type(value) is not str:
+                return None
             result[name] = value
-        else:
-            return None
     return result

@@ -213,10 +213,6 @@ def _sdk_tool_context(
 
 _new = object.__new__
 
-try:  # a private module of the SDK: without it, every call takes the SDK's constructor
-    from agents._tool_identity import get_tool_call_namespace
-except ImportError:  # pragma: no cover - depends on the installed SDK
-    get_tool_call_namespace = None  # type: ignore[assignment]
 
 
 class RunToolContext(ToolContext[Any]):
@@ -258,7 +254,7 @@ def _filled_tool_context(
         "tool_arguments": call.arguments,
         "tool_call_id": call.call_id,
         "tool_call": call,
-        "tool_namespace": get_tool_call_namespace(call),
+        "tool_namespace": _namespace(call),
         "agent": agent,
         "run_config": run_config,
         "_custom_data": None,
@@ -267,11 +263,15 @@ def _filled_tool_context(
     return context
 
 
+def _namespace(call: ResponseFunctionToolCall) -> str | None:
+    """The namespace the SDK's constructor gives a call's context: a non-empty str, else None."""
+    namespace = getattr(call, "namespace", None)
+    return namespace if isinstance(namespace, str) and namespace else None
+
+
 def _fills_like_the_sdk() -> bool:
     """Whether `_filled_tool_context` still matches this SDK version's constructor (a new or renamed field,
     another default: then every call takes the constructor)."""
-    if get_tool_call_namespace is None:  # pragma: no cover - depends on the installed SDK
-        return False
     try:
         probe = _ProbeRun()
         call = ResponseFunctionToolCall(type="function_call", call_id="probe", name="probe", arguments="{}")
