@@ -102,7 +102,30 @@ def _output_items() -> list[object]:
         ResponseFunctionToolCall.model_validate({"type": "function_call", "call_id": "c3", "name": "n", "arguments": "",
                                                  "surprise": {"nested": True}}),
         ResponseReasoningItem(id="r1", type="reasoning", summary=[]),
+        ResponseFunctionToolCall.model_validate({
+            "type": "function_call", "call_id": "c4", "name": "n", "arguments": "{}",
+            "caller": {"type": "program", "caller_id": "prog_1"},
+        }),
+        _without_annotations_set(text),
+        _with_status(ResponseOutputMessage(content=[text], **message), _Status("completed")),  # type: ignore[arg-type]
     ]
+
+
+class _Status(str):
+    """A str subclass: not a plain str, so the item goes through pydantic's serializer."""
+
+
+def _without_annotations_set(text: object) -> object:
+    from openai.types.responses import ResponseOutputMessage
+
+    part = text.model_copy()  # type: ignore[attr-defined]
+    part.__pydantic_fields_set__.discard("annotations")
+    return ResponseOutputMessage(id="m3", role="assistant", status="completed", type="message", content=[part])
+
+
+def _with_status(message: object, status: str) -> object:
+    message.__dict__["status"] = status
+    return message
 
 
 @pytest.mark.parametrize("item", _output_items())
