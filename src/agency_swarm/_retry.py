@@ -294,17 +294,21 @@ class RetryingModel(Model):
         """
         attempts = 1
         while True:
-            failure = self._give_up(error, attempts)
-            if failure is error:
-                raise error
-            if failure is not None:
-                raise failure from None  # the original may quote the key; its parts are in `failure`
-            await self.policy.sleep(self.policy.delay(attempts, _retry_after(error)))
+            await self.policy.sleep(self.wait_or_raise(error, attempts))
             attempts += 1
             try:
                 return await attempt()
             except Exception as again:
                 error = again
+
+    def wait_or_raise(self, error: Exception, attempt: int, *, retry: bool = True) -> float:
+        """Raises what `error` means after `attempt` attempts, or returns the seconds to wait before the next."""
+        failure = self._give_up(error, attempt, retry=retry)
+        if failure is error:
+            raise error
+        if failure is not None:
+            raise failure from None  # the original may quote the key; its parts are in `failure`
+        return self.policy.delay(attempt, _retry_after(error))
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
         """The model's events, retried until the first one; the loop reads a `StreamCall` itself instead."""
@@ -441,13 +445,9 @@ class StreamCall:
         """Raises what `error` means; returns, after the policy's wait, when the call is to be tried again."""
         self._lift()
         model = self._model
-        failure = model._give_up(error, self.attempt, retry=not started)
-        if failure is error:
-            raise error
-        if failure is not None:
-            raise failure from None  # the original may quote the key; its parts are in `failure`
-        await self.aclose()
-        await model.policy.sleep(model.policy.delay(self.attempt, _retry_after(error)))
+        wait = model.wait_or_raise(error, self.attempt, retry=not started)
+        await self.aclose()  # the failed attempt's stream, before the wait
+        await model.policy.sleep(wait)
         self.attempt += 1
 
     def _lift(self) -> None:
