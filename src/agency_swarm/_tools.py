@@ -214,7 +214,6 @@ def _sdk_tool_context(
 _new = object.__new__
 
 
-
 class RunToolContext(ToolContext[Any]):
     """A ToolContext whose `usage` (the run's, kept current as the turn goes on) is looked up when first read.
 
