@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from agents import (
@@ -24,6 +25,8 @@ from agents.tracing.span_data import FunctionSpanData
 from agents.tracing.spans import NoOpSpan
 from openai.types.responses import ResponseFunctionToolCall
 from pydantic import ValidationError
+
+from ._direct_call import call_function, direct_call, parsed_arguments, replaying
 
 if TYPE_CHECKING:
     from ._agent import Agent, Wiring
@@ -178,21 +181,40 @@ async def run_function_tool(
     hooks = agent.hooks
     if hooks is not None:
         await hooks.on_tool_start(context, agent, tool)
+    direct = direct_call(tool) if tool.timeout_seconds is None and _takes_tool_context(tool) else None
+    parsed = None if direct is None else parsed_arguments(direct, call.arguments)
+    if direct is not None and parsed is not None:
+        try:
+            output = await call_function(direct, context, parsed)
+        except Exception as error:  # the SDK's failure handling decides what the model reads
+            output = await _invoked(replaying(tool, error), tool, context, call.arguments, show)
+    else:
+        output = await _invoked(tool.on_invoke_tool, tool, context, call.arguments, show)
+    if hooks is not None:
+        await hooks.on_tool_end(context, agent, tool, output)
+    return output
+
+
+async def _invoked(
+    invoker: Callable[[ToolContext[Any], str], Awaitable[Any]],
+    tool: FunctionTool,
+    context: ToolContext[Any],
+    arguments: str,
+    show: bool,
+) -> Any:
+    """The SDK's own invocation: its argument handling, timeout and failure formatting; never raises for tool
+    errors."""
     untraced = Scope.get_current_span() is None and Scope.get_current_trace() is None
     token = Scope.set_current_span(_NO_SPAN) if untraced else None
     try:
         if tool.timeout_seconds is None and _takes_tool_context(tool):
-            output = await tool.on_invoke_tool(context, call.arguments)
-        else:
-            output = await invoke_function_tool(function_tool=tool, context=context, arguments=call.arguments)
+            return await invoker(context, arguments)
+        return await invoke_function_tool(function_tool=tool, context=context, arguments=arguments)
     except Exception as error:  # a tool without a failure_error_function raised; tell the model
-        output = failure_output(context, call.name, error, show=show)
+        return failure_output(context, tool.name, error, show=show)
     finally:
         if token is not None:
             Scope.reset_current_span(token)
-    if hooks is not None:
-        await hooks.on_tool_end(context, agent, tool, output)
-    return output
 
 
 def _sdk_tool_context(

@@ -1,0 +1,142 @@
+"""Calling a `function_tool` tool's function without the SDK's per-call argument machinery, where that is exact."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents import FunctionTool
+from agents.tool_context import ToolContext
+from pydantic import BaseModel
+
+try:  # the SDK's own classes and checks; without them every call takes the SDK's path
+    from agents import tool as _sdk_tool
+    from agents._function_tool_arguments import can_prepare_without_user_code
+    from agents.logger import logger as _sdk_logger
+
+    _Invoker: Any = _sdk_tool._FailureHandlingFunctionToolInvoker
+except (ImportError, AttributeError):  # pragma: no cover - depends on the installed SDK version
+    _Invoker = None
+
+_IMPLEMENTATION = "function_tool.<locals>._create_function_tool.<locals>._on_invoke_tool_impl"
+_CLOSURE = frozenset({"_prepare_arguments", "is_sync_function_tool", "output_type_adapter", "schema", "the_func"})
+_NAMES = frozenset({
+    "tool_name", "_function_tool_arguments", "owner", "arguments", "UserError", "_log_function_tool_invocation",
+    "args", "kwargs", "_debug", "DONT_LOG_TOOL_DATA", "logger", "debug", "takes_context", "asyncio", "to_thread",
+    "_validate_function_tool_output",
+})
+"""Every global and attribute the SDK's invoker (openai-agents 0.24) reads. One more means it does something this
+module does not know about, and that tool keeps the SDK's path."""
+
+_PLAIN = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DirectCall:
+    """What the SDK's invoker would do for one tool, worked out once: its function, the validator of its
+    arguments, and which validated field goes to which parameter."""
+
+    invoker: object  # held, so the memo's id() key cannot be reused by another invoker
+    function: Callable[..., Any]
+    validate_json: Callable[[str], BaseModel]
+    positional: tuple[str, ...]
+    keyword: tuple[str, ...]
+    takes_context: bool
+    sync: bool
+
+
+def parsed_arguments(direct: DirectCall, arguments: str) -> BaseModel | None:
+    """The validated arguments, or None where the SDK's path must run instead: invalid arguments (its error
+    text is the one the model reads) or SDK debug logging on (its log lines are the ones the developer reads)."""
+    if _sdk_logger.isEnabledFor(logging.DEBUG):
+        return None
+    try:
+        return direct.validate_json(arguments)
+    except Exception:
+        return None
+
+
+def call_function(direct: DirectCall, context: ToolContext[Any], parsed: BaseModel) -> Awaitable[Any]:
+    """The tool function's result, called with the arguments the SDK's `to_call_args` would give it."""
+    values = parsed.__dict__
+    args = [values[name] for name in direct.positional]
+    if direct.takes_context:
+        args.insert(0, context)
+    kwargs = {name: values[name] for name in direct.keyword}
+    if direct.sync:
+        return asyncio.to_thread(direct.function, *args, **kwargs)
+    result: Awaitable[Any] = direct.function(*args, **kwargs)
+    return result
+
+
+def replaying(tool: FunctionTool, error: Exception) -> Callable[[ToolContext[Any], str], Awaitable[Any]]:
+    """An invoker that fails with `error` inside the SDK's own failure handling: the tool's failure_error_function,
+    run config formatter and span error then treat it exactly as if the SDK had called the function."""
+    invoker: Any = tool.on_invoke_tool
+
+    async def fail(context: ToolContext[Any], arguments: str) -> Any:
+        raise error
+
+    replay: Callable[[ToolContext[Any], str], Awaitable[Any]] = _Invoker(
+        fail, invoker._on_handled_error, function_tool=tool
+    )
+    return replay
+
+
+_MEMO: dict[int, tuple[object, DirectCall | None]] = {}
+
+
+def direct_call(tool: FunctionTool) -> DirectCall | None:
+    """How to call this tool directly, or None to keep the SDK's path (asked once per invoker)."""
+    invoker = tool.on_invoke_tool
+    known = _MEMO.get(id(invoker))
+    if known is not None and known[0] is invoker:
+        return known[1]
+    try:
+        found = _worked_out(tool, invoker)
+    except Exception:
+        found = None
+    if len(_MEMO) > 4096:  # tools built per request: keep the memo bounded
+        _MEMO.clear()
+    _MEMO[id(invoker)] = (invoker, found)
+    return found
+
+
+def _worked_out(tool: FunctionTool, invoker: Any) -> DirectCall | None:
+    """A DirectCall only for a tool `function_tool` made whose every step is known: the SDK's invoker unchanged,
+    no output type to validate, a parameter model that runs no user code, and one field per plain parameter."""
+    if _Invoker is None or type(invoker) is not _Invoker or invoker._function_tool is not tool:
+        return None
+    implementation = invoker._invoke_tool_impl
+    code = getattr(implementation, "__code__", None)
+    if (
+        getattr(implementation, "__qualname__", None) != _IMPLEMENTATION
+        or code is None
+        or frozenset(code.co_freevars) != _CLOSURE
+        or not _NAMES.issuperset(code.co_names)
+    ):
+        return None
+    cells = zip(code.co_freevars, implementation.__closure__, strict=True)
+    closure = {name: cell.cell_contents for name, cell in cells}
+    schema = closure["schema"]
+    model = schema.params_pydantic_model
+    if closure["output_type_adapter"] is not None or not can_prepare_without_user_code(model):
+        return None
+    parameters = list(schema.signature.parameters.values())[1 if schema.takes_context else 0 :]
+    if {parameter.name for parameter in parameters} != set(model.model_fields):
+        return None
+    if any(parameter.kind not in (*_PLAIN, inspect.Parameter.KEYWORD_ONLY) for parameter in parameters):
+        return None  # *args / **kwargs: the SDK's to_call_args spreads them
+    return DirectCall(
+        invoker=invoker,
+        function=closure["the_func"],
+        validate_json=model.__pydantic_validator__.validate_json,
+        positional=tuple(parameter.name for parameter in parameters if parameter.kind in _PLAIN),
+        keyword=tuple(parameter.name for parameter in parameters if parameter.kind not in _PLAIN),
+        takes_context=bool(schema.takes_context),
+        sync=bool(closure["is_sync_function_tool"]),
+    )
