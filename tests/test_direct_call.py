@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 import agents.tool
 import pytest
-from agents import RunContextWrapper, Usage, function_tool
+from agents import AgentHooks, RunContextWrapper, Usage, function_tool
 from agents.tool import FunctionTool
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall
@@ -270,4 +270,34 @@ async def test_a_copied_tool_is_worked_out_for_its_own_invoker(sdk_invocations: 
     assert found is not None
     assert found.invoker is copy.on_invoke_tool is not add.on_invoke_tool
     assert await run(copy, '{"a": 2, "b": 2}') == 4
+    assert sdk_invocations.count == 0
+
+
+class Recorder(AgentHooks[Any]):
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any, Any]] = []
+
+    async def on_tool_start(self, context: Any, agent: Any, tool: Any) -> None:
+        self.seen.append(("start", context, None))
+
+    async def on_tool_end(self, context: Any, agent: Any, tool: Any, result: Any) -> None:
+        self.seen.append(("end", context, result))
+
+
+@pytest.mark.parametrize(("tool", "arguments", "expected"), [
+    (add, '{"a": 1, "b": 2}', 3),
+    (explode_politely, '{"reason": "no"}', "custom: no"),
+])
+async def test_hooks_get_the_calls_tool_context_and_the_output_on_the_direct_path(
+    sdk_invocations: SdkInvocations, tool: FunctionTool, arguments: str, expected: Any
+) -> None:
+    hooks = Recorder()
+    agent = Agent(name="Worker", instructions="x", tools=[tool], hooks=hooks)
+    output = await _tools.run_function_tool(agent, tool, a_call(tool, arguments), Run())
+    assert output == expected
+    [(start, context, _), (end, same, result)] = hooks.seen
+    assert (start, end, result) == ("start", "end", expected)
+    assert isinstance(context, ToolContext)
+    assert same is context
+    assert context.tool_arguments == arguments
     assert sdk_invocations.count == 0

@@ -60,8 +60,9 @@ def parsed_arguments(direct: DirectCall, arguments: str) -> BaseModel | None:
         return None
 
 
-def call_function(direct: DirectCall, context: ToolContext[Any], parsed: BaseModel) -> Awaitable[Any]:
-    """The tool function's result, called with the arguments the SDK's `to_call_args` would give it."""
+def call_function(direct: DirectCall, context: ToolContext[Any] | None, parsed: BaseModel) -> Awaitable[Any]:
+    """The tool function's result, called with the arguments the SDK's `to_call_args` would give it (and the
+    call's ToolContext first, for a function that takes one)."""
     values = parsed.__dict__
     args = [values[name] for name in direct.positional]
     if direct.takes_context:

@@ -177,12 +177,19 @@ async def run_function_tool(
     show = agent.show_tool_errors
     if show is None:
         show = True if wiring is None else wiring.show_tool_errors
-    context = tool_context(run, call, agent, TOOL_RUN_CONFIG if show else _HIDDEN_ERRORS_RUN_CONFIG)
-    hooks = agent.hooks
-    if hooks is not None:
-        await hooks.on_tool_start(context, agent, tool)
+    run_config = TOOL_RUN_CONFIG if show else _HIDDEN_ERRORS_RUN_CONFIG
     direct = direct_call(tool) if tool.timeout_seconds is None and _takes_tool_context(tool) else None
     parsed = None if direct is None else parsed_arguments(direct, call.arguments)
+    hooks = agent.hooks
+    if direct is not None and parsed is not None and hooks is None and not direct.takes_context:
+        try:  # the usual tool: no one reads its ToolContext unless it fails
+            return await call_function(direct, None, parsed)
+        except Exception as error:
+            context = tool_context(run, call, agent, run_config)
+            return await _invoked(replaying(tool, error), tool, context, call.arguments, show)
+    context = tool_context(run, call, agent, run_config)
+    if hooks is not None:
+        await hooks.on_tool_start(context, agent, tool)
     if direct is not None and parsed is not None:
         try:
             output = await call_function(direct, context, parsed)
