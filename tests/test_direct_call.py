@@ -301,3 +301,34 @@ async def test_hooks_get_the_calls_tool_context_and_the_output_on_the_direct_pat
     assert same is context
     assert context.tool_arguments == arguments
     assert sdk_invocations.count == 0
+
+
+def a_fresh_tool() -> FunctionTool:
+    @function_tool
+    async def subtract(a: int, b: int) -> int:
+        """A tool the memo has not seen."""
+        return a - b
+
+    return subtract
+
+
+def test_an_invoker_the_sdk_would_hand_a_narrower_context_keeps_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(agents.tool, "_get_function_tool_invoke_context", lambda tool, context: object())
+    assert _direct_call.direct_call(a_fresh_tool()) is None
+
+
+def test_fields_in_another_order_than_the_parameters_keep_the_sdk_path() -> None:
+    tool = a_fresh_tool()
+    implementation: Any = tool.on_invoke_tool._invoke_tool_impl  # type: ignore[attr-defined]
+    closure = dict(zip(implementation.__code__.co_freevars, implementation.__closure__, strict=True))
+    schema = closure["schema"].cell_contents
+    reordered = schema.signature.replace(parameters=list(reversed(schema.signature.parameters.values())))
+    closure["schema"].cell_contents = dataclasses.replace(schema, signature=reordered)
+    assert _direct_call.direct_call(tool) is None
+
+
+async def test_positional_arguments_reach_the_function_in_its_parameters_order(
+    sdk_invocations: SdkInvocations,
+) -> None:
+    assert await run(a_fresh_tool(), '{"b": 10, "a": 3}') == -7
+    assert sdk_invocations.count == 0

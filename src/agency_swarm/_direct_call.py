@@ -64,10 +64,13 @@ def call_function(direct: DirectCall, context: ToolContext[Any] | None, parsed: 
     """The tool function's result, called with the arguments the SDK's `to_call_args` would give it (and the
     call's ToolContext first, for a function that takes one)."""
     values = parsed.__dict__
-    args = [values[name] for name in direct.positional]
+    if direct.keyword:
+        args = [values[name] for name in direct.positional]
+        kwargs = {name: values[name] for name in direct.keyword}
+    else:  # only positional parameters: validation fills `__dict__` in their order (checked in `_worked_out`)
+        args, kwargs = list(values.values()), {}
     if direct.takes_context:
         args.insert(0, context)
-    kwargs = {name: values[name] for name in direct.keyword}
     if direct.sync:
         return asyncio.to_thread(direct.function, *args, **kwargs)
     result: Awaitable[Any] = direct.function(*args, **kwargs)
@@ -128,8 +131,11 @@ def _worked_out(tool: FunctionTool, invoker: Any) -> DirectCall | None:
     if closure["output_type_adapter"] is not None or not can_prepare_without_user_code(model):
         return None
     parameters = list(schema.signature.parameters.values())[1 if schema.takes_context else 0 :]
-    if {parameter.name for parameter in parameters} != set(model.model_fields):
-        return None
+    if [parameter.name for parameter in parameters] != list(model.model_fields):
+        return None  # one field per parameter, in the parameters' order
+    probe = ToolContext(context=None, tool_name=tool.name, tool_call_id="probe", tool_arguments="{}")
+    if _sdk_tool._get_function_tool_invoke_context(tool, probe) is not probe:
+        return None  # the SDK would narrow the context it hands the invoker
     if any(parameter.kind not in (*_PLAIN, inspect.Parameter.KEYWORD_ONLY) for parameter in parameters):
         return None  # *args / **kwargs: the SDK's to_call_args spreads them
     return DirectCall(

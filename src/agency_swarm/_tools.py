@@ -178,7 +178,7 @@ async def run_function_tool(
     if show is None:
         show = True if wiring is None else wiring.show_tool_errors
     run_config = TOOL_RUN_CONFIG if show else _HIDDEN_ERRORS_RUN_CONFIG
-    direct = direct_call(tool) if tool.timeout_seconds is None and _takes_tool_context(tool) else None
+    direct = direct_call(tool) if tool.timeout_seconds is None else None
     parsed = None if direct is None else parsed_arguments(direct, call.arguments)
     hooks = agent.hooks
     if direct is not None and parsed is not None and hooks is None and not direct.takes_context:
