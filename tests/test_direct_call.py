@@ -332,3 +332,11 @@ async def test_positional_arguments_reach_the_function_in_its_parameters_order(
 ) -> None:
     assert await run(a_fresh_tool(), '{"b": 10, "a": 3}') == -7
     assert sdk_invocations.count == 0
+
+
+def test_a_tool_that_cannot_be_worked_out_keeps_the_sdk_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable(tool: FunctionTool, invoker: Any) -> None:
+        raise AttributeError("an SDK invoker of another shape")
+
+    monkeypatch.setattr(_direct_call, "_worked_out", unreadable)
+    assert _direct_call.direct_call(a_fresh_tool()) is None
