@@ -218,7 +218,7 @@ async def _invoked(
             return await invoker(context, arguments)
         return await invoke_function_tool(function_tool=tool, context=context, arguments=arguments)
     except Exception as error:  # a tool without a failure_error_function raised; tell the model
-        return failure_output(context, tool.name, error, show=show)
+        return failure_output(context, context.tool_name, error, show=show)
     finally:
         if token is not None:
             Scope.reset_current_span(token)
