@@ -33,3 +33,26 @@ def test_compare_quick_prints_every_workload(tmp_path: Path) -> None:
         assert NUMBER.match(physical), (prefix, physical)
     assert "Framework overhead per model call" in proc.stdout
     assert list(tmp_path.glob("compare-*-quick.json"))
+
+
+def test_the_interleaved_harness_prints_a_ratio_for_each_workload_it_is_given() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "interleaved.py"), "--only", "W1,W3S", "--rounds", "1",
+         "--iters", "3", "--warmup", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| W")]
+    assert [row.split(" | ")[0] for row in rows] == ["| W1", "| W3S"]
+    for row in rows:
+        cells = row.strip("| ").split(" | ")[1:]
+        assert all(re.fullmatch(r"\d+\.\d+ \(\d+\.\d+\)", cell) for cell in cells), row
+
+
+def test_the_interleaved_harness_names_the_workloads_it_knows() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "interleaved.py"), "--only", "W9", "--rounds", "1", "--iters", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+    )
+    assert proc.returncode != 0
+    assert "unknown workload 'W9'; choose from W1, W2, W2sync, W3, W3S, W4" in proc.stderr
