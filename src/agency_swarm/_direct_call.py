@@ -91,6 +91,33 @@ def replaying(tool: FunctionTool, error: Exception) -> Callable[[ToolContext[Any
     return replay
 
 
+_TAKES_TOOL_CONTEXT: dict[int, tuple[object, bool]] = {}
+
+
+def takes_tool_context(tool: FunctionTool) -> bool:
+    """Whether the SDK would hand this tool our ToolContext unchanged.
+
+    `invoke_function_tool` works that out with `inspect.signature` on every call (~70 µs); the answer depends
+    only on the invoker's signature, so it is asked once per invoker. Anything unexpected means "no", which
+    keeps the SDK's own (slower) path.
+    """
+    invoker = tool.on_invoke_tool
+    known = _TAKES_TOOL_CONTEXT.get(id(invoker))
+    if known is not None and known[0] is invoker:
+        return known[1]
+    try:
+        from agents.tool import _get_function_tool_invoke_context
+
+        probe = ToolContext(context=None, tool_name=tool.name, tool_call_id="probe", tool_arguments="{}")
+        unchanged = _get_function_tool_invoke_context(tool, probe) is probe
+    except Exception:
+        unchanged = False
+    if len(_TAKES_TOOL_CONTEXT) > 4096:  # tools built per request: keep the memo bounded
+        _TAKES_TOOL_CONTEXT.clear()
+    _TAKES_TOOL_CONTEXT[id(invoker)] = (invoker, unchanged)  # holds the invoker so its id is never reused
+    return unchanged
+
+
 _MEMO: dict[int, tuple[object, DirectCall | None]] = {}
 
 
@@ -133,8 +160,7 @@ def _worked_out(tool: FunctionTool, invoker: Any) -> DirectCall | None:
     parameters = list(schema.signature.parameters.values())[1 if schema.takes_context else 0 :]
     if [parameter.name for parameter in parameters] != list(model.model_fields):
         return None  # one field per parameter, in the parameters' order
-    probe = ToolContext(context=None, tool_name=tool.name, tool_call_id="probe", tool_arguments="{}")
-    if _sdk_tool._get_function_tool_invoke_context(tool, probe) is not probe:
+    if not takes_tool_context(tool):
         return None  # the SDK would narrow the context it hands the invoker
     if any(parameter.kind not in (*_PLAIN, inspect.Parameter.KEYWORD_ONLY) for parameter in parameters):
         return None  # *args / **kwargs: the SDK's to_call_args spreads them

@@ -26,7 +26,7 @@ from agents.tracing.spans import NoOpSpan
 from openai.types.responses import ResponseFunctionToolCall
 from pydantic import ValidationError
 
-from ._direct_call import call_function, direct_call, parsed_arguments, replaying
+from ._direct_call import call_function, direct_call, parsed_arguments, replaying, takes_tool_context
 
 if TYPE_CHECKING:
     from ._agent import Agent, Wiring
@@ -214,7 +214,7 @@ async def _invoked(
     untraced = Scope.get_current_span() is None and Scope.get_current_trace() is None
     token = Scope.set_current_span(_NO_SPAN) if untraced else None
     try:
-        if tool.timeout_seconds is None and _takes_tool_context(tool):
+        if tool.timeout_seconds is None and takes_tool_context(tool):
             return await invoker(context, arguments)
         return await invoke_function_tool(function_tool=tool, context=context, arguments=arguments)
     except Exception as error:  # a tool without a failure_error_function raised; tell the model
@@ -329,33 +329,6 @@ class _ProbeRun:
 tool_context = _filled_tool_context if _fills_like_the_sdk() else _sdk_tool_context
 """A tool's ToolContext: context and usage are the run's own objects (usage looked up when read), the rest is this
 call's."""
-
-
-_TAKES_TOOL_CONTEXT: dict[int, tuple[object, bool]] = {}
-
-
-def _takes_tool_context(tool: FunctionTool) -> bool:
-    """Whether the SDK would hand this tool our ToolContext unchanged.
-
-    `invoke_function_tool` works that out with `inspect.signature` on every call (~70 µs); the answer depends
-    only on the invoker's signature, so it is asked once per invoker. Anything unexpected means "no", which
-    keeps the SDK's own (slower) path.
-    """
-    invoker = tool.on_invoke_tool
-    known = _TAKES_TOOL_CONTEXT.get(id(invoker))
-    if known is not None and known[0] is invoker:
-        return known[1]
-    try:
-        from agents.tool import _get_function_tool_invoke_context
-
-        probe = ToolContext(context=None, tool_name=tool.name, tool_call_id="probe", tool_arguments="{}")
-        unchanged = _get_function_tool_invoke_context(tool, probe) is probe
-    except Exception:
-        unchanged = False
-    if len(_TAKES_TOOL_CONTEXT) > 4096:  # tools built per request: keep the memo bounded
-        _TAKES_TOOL_CONTEXT.clear()
-    _TAKES_TOOL_CONTEXT[id(invoker)] = (invoker, unchanged)  # holds the invoker so its id is never reused
-    return unchanged
 
 
 _AS_TEXT = frozenset({int, float, bool, type(None)})
