@@ -345,3 +345,17 @@ def test_a_tool_that_cannot_be_worked_out_keeps_the_sdk_path(monkeypatch: pytest
 
     monkeypatch.setattr(_direct_call, "_worked_out", unreadable)
     assert _direct_call.direct_call(a_fresh_tool()) is None
+
+
+def test_an_sdk_that_cannot_say_how_it_hands_the_context_means_no_and_the_memo_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def broken(tool: FunctionTool, context: ToolContext[Any]) -> Any:
+        raise TypeError("unreadable signature")
+
+    monkeypatch.setattr(agents.tool, "_get_function_tool_invoke_context", broken)
+    monkeypatch.setattr(_direct_call, "_TAKES_TOOL_CONTEXT", {index: (object(), True) for index in range(4097)})
+    tool = a_fresh_tool()
+    assert _direct_call.takes_tool_context(tool) is False
+    assert list(_direct_call._TAKES_TOOL_CONTEXT.values()) == [(tool.on_invoke_tool, False)]
+    assert _direct_call.direct_call(tool) is None
