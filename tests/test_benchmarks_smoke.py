@@ -56,3 +56,16 @@ def test_the_interleaved_harness_names_the_workloads_it_knows() -> None:
     )
     assert proc.returncode != 0
     assert "unknown workload 'W9'; choose from W1, W2, W2sync, W3, W3S, W4" in proc.stderr
+
+
+def test_the_model_in_context_harness_times_the_model_call_in_every_condition() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "model_in_context.py"), "--rounds", "1", "--iters", "5",
+         "--warmup", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.strip("| ").split(" | ") for line in proc.stdout.splitlines()[2:]]
+    assert [name for name, _ in rows][:2] == ["alone (the physical limit's loop)", "inside agency_swarm's W1 turn"]
+    assert [re.fullmatch(r"after ~\d+ µs of unrelated Python", name) is not None for name, _ in rows[2:]] == [True] * 2
+    assert all(re.fullmatch(r"\d+\.\d+ \(\d+\.\d+\)", cell) for _, cell in rows), proc.stdout
