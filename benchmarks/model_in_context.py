@@ -65,10 +65,10 @@ def _work_cost(rounds: int) -> float:
 
 async def _median_call(turn: Callable[[], Awaitable[Any]], reset: Callable[[], Awaitable[None]], iters: int,
                        warmup: int) -> float:
-    await workloads.timed(turn, reset, warmup, 0)
+    """The median model call of `iters` timed turns (one model call each), after `warmup` untimed ones."""
     _CALLS.clear()
-    await workloads.timed(turn, reset, iters, 0)
-    return statistics.median(_CALLS) * 1e6
+    await workloads.timed(turn, reset, iters, warmup)
+    return statistics.median(_CALLS[warmup:]) * 1e6
 
 
 async def measure(rounds: int, iters: int, warmup: int) -> list[tuple[str, float, float]]:
