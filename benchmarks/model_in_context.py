@@ -79,6 +79,9 @@ async def measure(rounds: int, iters: int, warmup: int) -> list[tuple[str, float
     await workloads.check(system, built, False)
     plan = workloads.physical_plan("W1")
 
+    def physical() -> Awaitable[Any]:
+        return workloads.physical_turn(plan, False)
+
     def physical_with(work: int) -> Callable[[], Awaitable[Any]]:
         async def turn() -> Any:
             unrelated_work(work)
@@ -93,7 +96,7 @@ async def measure(rounds: int, iters: int, warmup: int) -> list[tuple[str, float
 
     light = max(1, round(10 / max(_work_cost(1), 0.1)))  # about 10 µs of work
     conditions: list[tuple[str, Callable[[], Awaitable[Any]], Callable[[], Awaitable[None]]]] = [
-        ("alone (the physical limit's loop)", physical_with(0), workloads._noop),
+        ("alone (the physical limit's loop)", physical, workloads._noop),
         ("inside agency_swarm's W1 turn", ours, reset),
         (f"after ~{_work_cost(light):.0f} µs of unrelated Python", physical_with(light), workloads._noop),
         (f"after ~{_work_cost(2 * light):.0f} µs of unrelated Python", physical_with(2 * light), workloads._noop),
