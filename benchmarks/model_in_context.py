@@ -101,11 +101,12 @@ async def measure(rounds: int, iters: int, warmup: int) -> list[tuple[str, float
         (f"after ~{_work_cost(light):.0f} µs of unrelated Python", physical_with(light), workloads._noop),
         (f"after ~{_work_cost(2 * light):.0f} µs of unrelated Python", physical_with(2 * light), workloads._noop),
     ]
-    found: dict[str, list[float]] = {name: [] for name, _, _ in conditions}
+    found: list[list[float]] = [[] for _ in conditions]  # by position: two measured labels may read the same
     for _ in range(rounds):
-        for name, turn, after in conditions:
-            found[name].append(await _median_call(turn, after, iters, warmup))
-    return [(name, min(values), statistics.median(values)) for name, values in found.items()]
+        for values, (_, turn, after) in zip(found, conditions, strict=True):
+            values.append(await _median_call(turn, after, iters, warmup))
+    return [(name, min(values), statistics.median(values))
+            for (name, _, _), values in zip(conditions, found, strict=True)]
 
 
 def table(rows: list[tuple[str, float, float]]) -> str:
