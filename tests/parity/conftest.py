@@ -1,0 +1,29 @@
+"""Parity suite fixtures: every scenario runs blocking and streamed, with agency_swarm's SDK shortcuts off and on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import agents
+import pytest
+from harness import shortcuts_module
+
+agents.set_tracing_disabled(True)
+
+
+@pytest.fixture(params=[False, True], ids=["blocking", "streamed"])
+def stream(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+@pytest.fixture(params=[False, True], ids=["sdk-paths", "shortcuts"])
+def shortcuts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
+    """`agency_swarm._sdk.SHORTCUTS` off (the SDK's own code paths) and on (our fast paths)."""
+    sdk = shortcuts_module()
+    if sdk is None:
+        if request.param is False:
+            pytest.skip("agency_swarm._sdk not present yet")
+        yield True  # today's code: the shortcuts are always on
+        return
+    monkeypatch.setattr(sdk, "SHORTCUTS", request.param)
+    yield bool(request.param)

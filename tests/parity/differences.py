@@ -1,0 +1,274 @@
+"""THE reviewed list of intended differences between `agents.Runner` and agency_swarm's loop.
+
+Only what is listed here may differ; the harness requires everything else to be equal. A scenario names the
+differences that apply to it (`Scenario.differences`); `apply_differences` then runs their normalizers on copies
+of both outcomes. A normalizer first checks that each side shows exactly the documented behaviour (our text in
+our documented format, Runner's in the SDK's), and only then replaces both with the same placeholder. So a
+normalizer never hides an undocumented change: when a side does something else, it is left as it is and the
+comparison reports it.
+
+Two entries are not per scenario but built into the harness: EVENT_NAMES (harness.RUNNER_EVENT_MAP /
+OUR_EVENT_MAP) and MAX_TURNS' argument mapping (Scenario.max_turns is Runner's `max_turns` and our agent's
+`max_steps`).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agents import (
+    InputGuardrailTripwireTriggered,
+    MaxTurnsExceeded,
+    ModelBehaviorError,
+    OutputGuardrailTripwireTriggered,
+)
+from harness import AGENT_NAME, Outcome, RecordedCall, Scenario
+
+import agency_swarm
+
+
+@dataclass(frozen=True)
+class Difference:
+    name: str
+    reason: str
+    normalize: Callable[[Scenario, Outcome, Outcome], None] | None = None
+    """Changes both (copied) outcomes in place; None for entries the harness applies itself (or documents)."""
+
+
+# -- helpers --------------------------------------------------------------------------------------------------
+
+
+def _tool_names(outcome: Outcome) -> dict[str, str]:
+    """call_id -> tool name, from every function_call the model produced on this side."""
+    names: dict[str, str] = {}
+    for items in [outcome.items or [], *(c.input for c in outcome.calls if isinstance(c.input, list))]:
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "function_call":
+                names[str(item.get("call_id"))] = str(item.get("name"))
+    return names
+
+
+def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | None]) -> None:
+    """Rewrite function_call_output texts (in the items, in every model call's input, and in the final output
+    when a tool's output became it through tool_use_behavior).
+
+    `rewrite(tool_name, call_id, text)` returns the replacement, or None to leave the text alone.
+    """
+    names = _tool_names(outcome)
+    rewritten: dict[str, str] = {}
+    lists = [outcome.items or [], *(c.input for c in outcome.calls if isinstance(c.input, list))]
+    for items in lists:
+        for item in items:
+            if isinstance(item, dict) and item.get("type") == "function_call_output":
+                output = item.get("output")
+                if isinstance(output, str):
+                    call_id = str(item.get("call_id"))
+                    new = rewrite(names.get(call_id, "?"), call_id, output)
+                    if new is not None:
+                        item["output"] = rewritten[output] = new
+    if isinstance(outcome.final_output, str) and outcome.final_output in rewritten:
+        outcome.final_output = rewritten[outcome.final_output]  # a tool's output that ended the turn
+
+
+def _replace_error(outcome: Outcome, kind: str, message: str) -> None:
+    outcome.error_message = message
+    outcome.error = _Placeholder(kind)
+
+
+class _Placeholder(Exception):
+    """Stands for an exception a difference maps to a common name (compared by that name)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+# -- the normalizers ------------------------------------------------------------------------------------------
+
+SDK_TOOL_ERROR = "An error occurred while running the tool. Please try again."
+
+
+def _tool_error_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    def runner_side(tool: str, call_id: str, text: str) -> str | None:
+        return f"<tool error: {tool}>" if text == SDK_TOOL_ERROR else None
+
+    def our_side(tool: str, call_id: str, text: str) -> str | None:
+        shown = re.fullmatch(rf"Error: tool {re.escape(repr(tool))} failed: [A-Za-z_][\w.]*: .*", text, re.S)
+        return f"<tool error: {tool}>" if shown else None
+
+    _rewrite_outputs(runner, runner_side)
+    _rewrite_outputs(ours, our_side)
+
+
+def _invalid_arguments_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    def runner_side(tool: str, call_id: str, text: str) -> str | None:
+        return f"<invalid arguments: {tool}>" if text == SDK_TOOL_ERROR else None
+
+    def our_side(tool: str, call_id: str, text: str) -> str | None:
+        pattern = (
+            rf"Error: invalid arguments for tool {re.escape(repr(tool))}: .+\. "
+            r"Call it again with arguments that match its parameters\."
+        )
+        return f"<invalid arguments: {tool}>" if re.fullmatch(pattern, text, re.S) else None
+
+    _rewrite_outputs(runner, runner_side)
+    _rewrite_outputs(ours, our_side)
+
+
+def _unknown_tool_answered(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Compared against Runner run with RunConfig(tool_not_found_behavior="return_error_to_model")."""
+
+    def runner_side(tool: str, call_id: str, text: str) -> str | None:
+        return f"<no tool {tool}>" if text == f"Tool '{tool}' not found." else None
+
+    def our_side(tool: str, call_id: str, text: str) -> str | None:
+        listed = re.fullmatch(rf"Error: there is no tool named {re.escape(repr(tool))}\. Available tools: .+\.", text)
+        return f"<no tool {tool}>" if listed else None
+
+    _rewrite_outputs(runner, runner_side)
+    _rewrite_outputs(ours, our_side)
+
+
+def _unknown_tool_raises(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Runner by default: ModelBehaviorError before anything runs. Ours: the model reads an error and goes on."""
+    raised = isinstance(runner.error, ModelBehaviorError) and "not found in agent" in (runner.error_message or "")
+    answered = ours.error is None and any(
+        item.get("type") == "function_call_output" and str(item.get("output", "")).startswith("Error: there is no tool")
+        for item in ours.items or []
+    )
+    if raised and answered:
+        runner.replaced = ours.replaced = True
+
+
+_TRIPWIRE = re.compile(rf"Agent {re.escape(repr(AGENT_NAME))}: (input|output) guardrail '[^']+' tripped(: .*)?", re.S)
+
+
+def _guardrail_tripwire_message(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    tripwires = (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered)
+    if not (isinstance(runner.error, tripwires) and type(ours.error) is type(runner.error)):
+        return
+    if _TRIPWIRE.fullmatch(ours.error_message or "") and (runner.error_message or "").startswith("Guardrail "):
+        runner.error_message = ours.error_message = "<tripwire message>"
+
+
+def _max_turns(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    if not isinstance(runner.error, MaxTurnsExceeded) or not isinstance(ours.error, agency_swarm.MaxStepsExceeded):
+        return
+    if runner.error_message == f"Max turns ({scenario.max_turns}) exceeded" and (
+        ours.error.max_steps == scenario.max_turns and ours.error.agent == AGENT_NAME
+    ):
+        _replace_error(runner, "<max turns>", f"<{scenario.max_turns}>")
+        _replace_error(ours, "<max turns>", f"<{scenario.max_turns}>")
+
+
+def _output_validation_error(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    if not isinstance(runner.error, ModelBehaviorError):
+        return
+    if not isinstance(ours.error, agency_swarm.OutputValidationError):
+        return
+    if (ours.error_message or "").startswith(f"Agent {AGENT_NAME!r} answered with output that does not match"):
+        _replace_error(runner, "<invalid final output>", "<message>")
+        _replace_error(ours, "<invalid final output>", "<message>")
+
+
+LOCAL_TOOLS = ("ComputerTool", "LocalShellTool", "ShellTool", "ApplyPatchTool")
+
+
+def _local_tool_refused(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Ours refuses an agent with a local-execution tool at build time, naming it; Runner runs the tool."""
+    if not isinstance(ours.error, agency_swarm.ConfigError) or ours.error_phase != "build":
+        return
+    named = [name for name in LOCAL_TOOLS if name in (ours.error_message or "")]
+    if named and runner.error is None:
+        runner.replaced = ours.replaced = True
+
+
+# -- THE list -------------------------------------------------------------------------------------------------
+
+DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
+    Difference(
+        "tool_error_text",
+        "a tool exception is shown to the model as `Error: tool 'x' failed: ExcType: msg` (README: Real models); "
+        "the SDK's default failure_error_function hides it",
+        _tool_error_text,
+    ),
+    Difference(
+        "invalid_arguments_text",
+        "malformed or invalid tool arguments are explained to the model (which argument, what is wrong); the SDK "
+        "answers with its generic tool-error text",
+        _invalid_arguments_text,
+    ),
+    Difference(
+        "unknown_tool_answered",
+        "a call to a tool the agent does not have is answered with an error output listing the agent's tools, "
+        "like Runner with RunConfig(tool_not_found_behavior='return_error_to_model') but in our words",
+        _unknown_tool_answered,
+    ),
+    Difference(
+        "unknown_tool_raises",
+        "Runner's default for an unknown tool is ModelBehaviorError; ours never raises for it (README: Errors)",
+        _unknown_tool_raises,
+    ),
+    Difference(
+        "guardrail_tripwire_message",
+        "agent input/output guardrail tripwires keep the SDK's exception types, reworded to name the agent, the "
+        "guardrail and its output_info (the text a nested agent's caller reads)",
+        _guardrail_tripwire_message,
+    ),
+    Difference(
+        "max_turns",
+        "Runner's `max_turns` / MaxTurnsExceeded is our per-agent `Agent.max_steps` / MaxStepsExceeded (a "
+        "RunError naming agent, chat and depth): in an agency every agent has its own budget",
+        _max_turns,
+    ),
+    Difference(
+        "output_validation_error",
+        "a final output that does not match output_type raises agency_swarm.OutputValidationError (a RunError "
+        "naming the agent) instead of the SDK's ModelBehaviorError",
+        _output_validation_error,
+    ),
+    Difference(
+        "local_tool_refused",
+        "ComputerTool, LocalShellTool, ShellTool and ApplyPatchTool run on the caller's machine: building an "
+        "agency_swarm Agent/Agency with one raises ConfigError naming the tool; Runner runs them",
+        _local_tool_refused,
+    ),
+    Difference(
+        "event_names",
+        "our stream has its own event types (README: Events); harness.RUNNER_EVENT_MAP and OUR_EVENT_MAP map both "
+        "onto one vocabulary: Runner's agent_updated is agent_started, message_output_created and "
+        "reasoning_item_created have no event of ours (text comes as text_delta, everything as raw), a stream that "
+        "ends with a final output is agent_finished, and each of Runner's result.interruptions is an "
+        "approval_requested",
+    ),
+    Difference(
+        "per_pair_threads",
+        "multi-agent only: agents talk through send_message on per-pair threads (`CEO->Developer`), not handoffs; "
+        "never compared with Runner (Runner has no counterpart)",
+    ),
+]}
+
+
+def apply_differences(scenario: Scenario, runner: Outcome, ours: Outcome) -> tuple[Outcome, Outcome]:
+    """Copies of both outcomes with the scenario's declared differences normalized away."""
+    unknown = [name for name in scenario.differences if name not in DIFFERENCES]
+    assert not unknown, f"scenario {scenario.id!r} names differences not in differences.py: {unknown}"
+    runner, ours = _copy(runner), _copy(ours)
+    for name in scenario.differences:
+        normalize = DIFFERENCES[name].normalize
+        if normalize is not None:
+            normalize(scenario, runner, ours)
+    return runner, ours
+
+
+def _copy(outcome: Outcome) -> Outcome:
+    calls = [
+        RecordedCall(**{**{f.name: getattr(c, f.name) for f in dataclasses.fields(c)},
+                        "input": copy.deepcopy(c.input), "live_input": None})
+        for c in outcome.calls
+    ]
+    return dataclasses.replace(outcome, calls=calls, items=copy.deepcopy(outcome.items))

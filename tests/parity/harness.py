@@ -1,0 +1,777 @@
+"""Differential parity harness: one scenario through `agents.Runner` and through `agency_swarm.Agency`.
+
+A `Scenario` builds everything fresh for each side from the same factories: the script of model responses (a
+list of responses, each a list of Responses-API output items), the agent's keyword arguments, the run context.
+`RecordingModel` plays the script in `get_response` and `stream_response` alike and records a deep copy of every
+argument at call time (plus the live input object, to check later that nobody mutated what the model got).
+
+`run_runner` and `run_ours` produce an `Outcome` each; `compare` applies the documented differences
+(differences.py) and then asserts that everything else is equal, reporting field by field.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import json
+import pprint
+import re
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import agents
+import pytest
+from agents import (
+    AgentHooks,
+    AgentOutputSchemaBase,
+    FunctionTool,
+    Handoff,
+    Model,
+    ModelResponse,
+    ModelSettings,
+    RunConfig,
+    RunContextWrapper,
+    Runner,
+    Tool,
+    Usage,
+)
+from agents.items import ToolApprovalItem
+from agents.models.interface import ModelTracing
+from agents.stream_events import AgentUpdatedStreamEvent, RawResponsesStreamEvent, RunItemStreamEvent
+from openai.types.responses import (
+    Response,
+    ResponseApplyPatchToolCall,
+    ResponseCodeInterpreterToolCall,
+    ResponseCompletedEvent,
+    ResponseComputerToolCall,
+    ResponseContentPartAddedEvent,
+    ResponseContentPartDoneEvent,
+    ResponseCreatedEvent,
+    ResponseFileSearchToolCall,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionCallArgumentsDoneEvent,
+    ResponseFunctionShellToolCall,
+    ResponseFunctionShellToolCallOutput,
+    ResponseFunctionToolCall,
+    ResponseFunctionWebSearch,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+    ResponseStreamEvent,
+    ResponseTextDeltaEvent,
+    ResponseTextDoneEvent,
+    ResponseUsage,
+)
+from openai.types.responses.response_output_item import (
+    ImageGenerationCall,
+    LocalShellCall,
+    McpApprovalRequest,
+    McpCall,
+    McpListTools,
+)
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+
+import agency_swarm
+
+AGENT_NAME = "Assistant"
+INPUT_TOKENS, OUTPUT_TOKENS = 10, 5
+
+# -- output items the script is made of -------------------------------------------------------------------------
+
+
+def msg(text: str, id: str = "msg_1") -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        type="message", id=id, role="assistant", status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[], logprobs=[])],
+    )
+
+
+def call(name: str, arguments: dict[str, Any] | str | None = None, call_id: str = "call_1") -> ResponseFunctionToolCall:
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    return ResponseFunctionToolCall(
+        type="function_call", id=f"fc_{call_id}", call_id=call_id, name=name, arguments=raw, status="completed",
+    )
+
+
+def reasoning(id: str = "rs_1", summary: str = "thinking it over", encrypted: str | None = "enc-abc") -> Any:
+    fields: dict[str, Any] = {"type": "reasoning", "id": id, "summary": [{"type": "summary_text", "text": summary}]}
+    if encrypted is not None:
+        fields["encrypted_content"] = encrypted
+    return ResponseReasoningItem.model_validate(fields)
+
+
+def web_search(id: str = "ws_1", query: str = "weather in Paris") -> ResponseFunctionWebSearch:
+    return ResponseFunctionWebSearch.model_validate(
+        {"type": "web_search_call", "id": id, "status": "completed", "action": {"type": "search", "query": query}}
+    )
+
+
+def file_search(id: str = "fs_1", query: str = "refund policy") -> ResponseFileSearchToolCall:
+    return ResponseFileSearchToolCall.model_validate(
+        {"type": "file_search_call", "id": id, "status": "completed", "queries": [query], "results": None}
+    )
+
+
+def code_interpreter(id: str = "ci_1", code: str = "print(6 * 7)") -> ResponseCodeInterpreterToolCall:
+    return ResponseCodeInterpreterToolCall.model_validate({
+        "type": "code_interpreter_call", "id": id, "status": "completed", "code": code, "container_id": "cntr_1",
+        "outputs": [{"type": "logs", "logs": "42\n"}],
+    })
+
+
+def image_generation(id: str = "ig_1") -> ImageGenerationCall:
+    return ImageGenerationCall.model_validate(
+        {"type": "image_generation_call", "id": id, "status": "completed", "result": "aGVsbG8="}
+    )
+
+
+def mcp_list_tools(id: str = "mcpl_1", server_label: str = "docs") -> McpListTools:
+    return McpListTools.model_validate({
+        "type": "mcp_list_tools", "id": id, "server_label": server_label,
+        "tools": [{"name": "lookup", "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}}}],
+    })
+
+
+def mcp_call(id: str = "mcp_1", server_label: str = "docs", name: str = "lookup", output: str = "found it") -> McpCall:
+    return McpCall.model_validate({
+        "type": "mcp_call", "id": id, "server_label": server_label, "name": name, "arguments": '{"q": "x"}',
+        "output": output, "status": "completed",
+    })
+
+
+def mcp_approval_request(id: str = "mcpr_1", server_label: str = "docs", name: str = "lookup") -> McpApprovalRequest:
+    return McpApprovalRequest.model_validate({
+        "type": "mcp_approval_request", "id": id, "server_label": server_label, "name": name,
+        "arguments": '{"q": "x"}',
+    })
+
+
+def computer_call(id: str = "cu_1", call_id: str = "call_cu_1") -> ResponseComputerToolCall:
+    return ResponseComputerToolCall.model_validate({
+        "type": "computer_call", "id": id, "call_id": call_id, "status": "completed", "pending_safety_checks": [],
+        "action": {"type": "click", "button": "left", "x": 10, "y": 20},
+    })
+
+
+def local_shell_call(id: str = "ls_1", call_id: str = "call_ls_1") -> LocalShellCall:
+    return LocalShellCall.model_validate({
+        "type": "local_shell_call", "id": id, "call_id": call_id, "status": "completed",
+        "action": {"type": "exec", "command": ["echo", "hi"], "env": {}},
+    })
+
+
+def shell_call(id: str = "sh_1", call_id: str = "call_sh_1") -> ResponseFunctionShellToolCall:
+    return ResponseFunctionShellToolCall.model_validate({
+        "type": "shell_call", "id": id, "call_id": call_id, "status": "completed",
+        "action": {"commands": ["echo hi"], "timeout_ms": 1000, "max_output_length": 1000},
+    })
+
+
+def shell_call_output(id: str = "sho_1", call_id: str = "call_sh_1") -> ResponseFunctionShellToolCallOutput:
+    return ResponseFunctionShellToolCallOutput.model_validate({
+        "type": "shell_call_output", "id": id, "call_id": call_id, "status": "completed",
+        "output": [{"stdout": "hi\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}],
+    })
+
+
+def apply_patch_call(id: str = "ap_1", call_id: str = "call_ap_1") -> ResponseApplyPatchToolCall:
+    return ResponseApplyPatchToolCall.model_validate({
+        "type": "apply_patch_call", "id": id, "call_id": call_id, "status": "completed",
+        "operation": {"type": "create_file", "path": "hello.txt", "diff": "+hello\n"},
+    })
+
+
+# -- the recording model --------------------------------------------------------------------------------------
+
+
+class ScriptExhausted(Exception):
+    """The model was called more often than the scenario's script has responses."""
+
+
+@dataclass
+class RecordedCall:
+    """One model call: deep copies taken at call time, plus the live input object the model was handed."""
+
+    index: int
+    stream: bool
+    system_instructions: Any
+    input: Any
+    live_input: Any
+    model_settings: dict[str, Any]
+    tools: list[dict[str, Any]]
+    output_schema: dict[str, Any] | None
+    handoffs: list[str]
+    prompt: Any
+    previous_response_id: Any
+    conversation_id: Any
+    mutated: bool = False
+    """Set after the run: the live input no longer equals the call-time copy (see `mark_mutations`)."""
+
+
+def tool_summary(tool: Tool) -> dict[str, Any]:
+    """What the model learns about a tool: class, name, description, parameters, strictness, hosted config."""
+    summary: dict[str, Any] = {"class": type(tool).__name__, "name": getattr(tool, "name", None)}
+    if isinstance(tool, FunctionTool):
+        summary["description"] = tool.description
+        summary["params_json_schema"] = copy.deepcopy(tool.params_json_schema)
+        summary["strict_json_schema"] = tool.strict_json_schema
+        return summary
+    if dataclasses.is_dataclass(tool):
+        for item in dataclasses.fields(tool):
+            value = getattr(tool, item.name)
+            summary[item.name] = "<callable>" if callable(value) else _plain(value)
+    return summary
+
+
+def _plain(value: Any) -> Any:
+    try:
+        return copy.deepcopy(value)
+    except Exception:
+        return repr(value)
+
+
+def schema_summary(schema: AgentOutputSchemaBase | None) -> dict[str, Any] | None:
+    if schema is None:
+        return None
+    plain = schema.is_plain_text()
+    return {
+        "class": type(schema).__name__,
+        "name": schema.name(),
+        "plain_text": plain,
+        "strict": schema.is_strict_json_schema(),
+        "json_schema": None if plain else copy.deepcopy(schema.json_schema()),
+    }
+
+
+def settings_summary(settings: ModelSettings) -> dict[str, Any]:
+    return copy.deepcopy(settings.to_json_dict())
+
+
+def _usage() -> ResponseUsage:
+    return ResponseUsage(
+        input_tokens=INPUT_TOKENS,
+        input_tokens_details=InputTokensDetails.model_validate(
+            {name: 0 for name in ("cached_tokens", "cache_write_tokens") if name in InputTokensDetails.model_fields}
+        ),
+        output_tokens=OUTPUT_TOKENS,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
+        total_tokens=INPUT_TOKENS + OUTPUT_TOKENS,
+    )
+
+
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+
+
+def stream_events(response_id: str, output: list[Any]) -> list[ResponseStreamEvent]:
+    """The Responses-API event sequence of one response: created, per item added (+ deltas) and done, completed."""
+    sequence = itertools.count()
+
+    def response(items: list[Any], status: Any, usage: ResponseUsage | None) -> Response:
+        return Response(
+            id=response_id, created_at=0.0, model="recording-model", object="response", output=items,
+            tool_choice="auto", tools=[], parallel_tool_calls=True, status=status, usage=usage,
+        )
+
+    events: list[Any] = [ResponseCreatedEvent(
+        type="response.created", sequence_number=next(sequence), response=response([], "in_progress", None),
+    )]
+    for index, item in enumerate(output):
+        if isinstance(item, ResponseOutputMessage):
+            part = item.content[0]
+            text = part.text if isinstance(part, ResponseOutputText) else ""
+            events += [
+                ResponseOutputItemAddedEvent(
+                    type="response.output_item.added", output_index=index, sequence_number=next(sequence),
+                    item=item.model_copy(update={"content": [], "status": "in_progress"}),
+                ),
+                ResponseContentPartAddedEvent(
+                    type="response.content_part.added", item_id=item.id, output_index=index, content_index=0,
+                    part=ResponseOutputText(type="output_text", text="", annotations=[], logprobs=[]),
+                    sequence_number=next(sequence),
+                ),
+            ]
+            for chunk in _WORDS.findall(text):
+                events.append(ResponseTextDeltaEvent(
+                    type="response.output_text.delta", item_id=item.id, output_index=index, content_index=0,
+                    delta=chunk, logprobs=[], sequence_number=next(sequence),
+                ))
+            events += [
+                ResponseTextDoneEvent(
+                    type="response.output_text.done", item_id=item.id, output_index=index, content_index=0,
+                    text=text, logprobs=[], sequence_number=next(sequence),
+                ),
+                ResponseContentPartDoneEvent(
+                    type="response.content_part.done", item_id=item.id, output_index=index, content_index=0,
+                    part=part, sequence_number=next(sequence),
+                ),
+            ]
+        elif isinstance(item, ResponseFunctionToolCall):
+            events += [
+                ResponseOutputItemAddedEvent(
+                    type="response.output_item.added", output_index=index, sequence_number=next(sequence),
+                    item=item.model_copy(update={"arguments": "", "status": "in_progress"}),
+                ),
+                ResponseFunctionCallArgumentsDeltaEvent(
+                    type="response.function_call_arguments.delta", item_id=item.id or "", output_index=index,
+                    delta=item.arguments, sequence_number=next(sequence),
+                ),
+                ResponseFunctionCallArgumentsDoneEvent(
+                    type="response.function_call_arguments.done", item_id=item.id or "", output_index=index,
+                    arguments=item.arguments, sequence_number=next(sequence), name=item.name,
+                ),
+            ]
+        else:
+            events.append(ResponseOutputItemAddedEvent(
+                type="response.output_item.added", output_index=index, sequence_number=next(sequence),
+                item=item.model_copy(),
+            ))
+        events.append(ResponseOutputItemDoneEvent(
+            type="response.output_item.done", output_index=index, sequence_number=next(sequence), item=item,
+        ))
+    events.append(ResponseCompletedEvent(
+        type="response.completed", sequence_number=next(sequence),
+        response=response(list(output), "completed", _usage()),
+    ))
+    return events
+
+
+class RecordingModel(Model):
+    """Plays `script` (one list of output items per model call) and records every call's arguments."""
+
+    def __init__(self, script: Sequence[Sequence[Any]], *, label: str = "recording-model") -> None:
+        self.script = [list(response) for response in script]
+        self.calls: list[RecordedCall] = []
+        self.label = label
+
+    def _record(
+        self,
+        stream: bool,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
+    ) -> list[Any]:
+        index = len(self.calls)
+        self.calls.append(RecordedCall(
+            index=index,
+            stream=stream,
+            system_instructions=copy.deepcopy(system_instructions),
+            input=copy.deepcopy(input),
+            live_input=input,
+            model_settings=settings_summary(model_settings),
+            tools=[tool_summary(tool) for tool in tools],
+            output_schema=schema_summary(output_schema),
+            handoffs=[getattr(handoff, "tool_name", repr(handoff)) for handoff in handoffs],
+            prompt=copy.deepcopy(prompt),
+            previous_response_id=previous_response_id,
+            conversation_id=conversation_id,
+        ))
+        if index >= len(self.script):
+            raise ScriptExhausted(f"model call {index + 1}, but the script has {len(self.script)} responses")
+        return self.script[index]
+
+    async def get_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> ModelResponse:
+        output = self._record(
+            False, system_instructions, input, model_settings, tools, output_schema, handoffs,
+            previous_response_id, conversation_id, prompt,
+        )
+        usage = Usage(requests=1, input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS,
+                      total_tokens=INPUT_TOKENS + OUTPUT_TOKENS)
+        return ModelResponse(output=list(output), usage=usage, response_id=f"resp_{len(self.calls)}")
+
+    async def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[Any],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: Any = None,
+    ) -> AsyncIterator[ResponseStreamEvent]:
+        output = self._record(
+            True, system_instructions, input, model_settings, tools, output_schema, handoffs,
+            previous_response_id, conversation_id, prompt,
+        )
+        for event in stream_events(f"resp_{len(self.calls)}", output):
+            yield event
+
+
+# -- scenarios ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Kit:
+    """Per side: what the scenario's tools, hooks and guardrails record, in the order it happened."""
+
+    side: str
+    tool_runs: list[tuple[str, Any]] = field(default_factory=list)
+    hook_calls: list[str] = field(default_factory=list)
+
+    def ran(self, tool: str, arguments: Any) -> None:
+        self.tool_runs.append((tool, _plain(arguments)))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario: built twice from the same factories, once per side, so no state leaks between them."""
+
+    id: str
+    script: Callable[[], list[list[Any]]]
+    """The model's responses, each a list of output items."""
+    agent: Callable[[Kit], dict[str, Any]] = lambda kit: {}
+    """Keyword arguments for the agent (tools, output_type, tool_use_behavior, hooks, guardrails, ...)."""
+    input: str = "Hello"
+    context: Callable[[], Any] | None = None
+    max_turns: int = 10
+    """Runner's `max_turns`; ours gets the same number as the agent's `max_steps`."""
+    differences: tuple[str, ...] = ()
+    """Names from differences.DIFFERENCES that apply here; everything else must be equal."""
+    runner_config: Callable[[], RunConfig] | None = None
+    """A RunConfig for Runner's side, only where a documented difference says ours behaves like that config."""
+    check: Callable[[Outcome, Outcome], None] | None = None
+    """Extra assertions about both outcomes (e.g. that a tool did not run), after the comparison."""
+
+
+@dataclass
+class Outcome:
+    """Everything observable about one run, on one side."""
+
+    side: str
+    stream: bool
+    calls: list[RecordedCall] = field(default_factory=list)
+    tool_runs: list[tuple[str, Any]] = field(default_factory=list)
+    hook_calls: list[str] = field(default_factory=list)
+    items: list[dict[str, Any]] | None = None
+    final_output: Any = None
+    error: BaseException | None = None
+    error_phase: str | None = None
+    """"build" (making the agent or agency raised) or "run"."""
+    error_message: str | None = None
+    events: list[str] = field(default_factory=list)
+    raw_event_types: list[str] = field(default_factory=list)
+    text_deltas: list[str] = field(default_factory=list)
+    approval_events: list[str] = field(default_factory=list)
+    """Streamed: our approval_requested events' tools; Runner's result.interruptions' tools (it has no event)."""
+    interruptions: list[dict[str, Any]] = field(default_factory=list)
+    result: Any = None
+    replaced: bool = False
+    """A difference replaced the whole comparison (e.g. ours refuses the set-up): nothing more to compare."""
+
+    @property
+    def error_type(self) -> str | None:
+        return None if self.error is None else type(self.error).__name__
+
+
+def _error(outcome: Outcome, error: BaseException, phase: str) -> None:
+    outcome.error, outcome.error_phase, outcome.error_message = error, phase, str(error)
+
+
+# Runner's stream events -> our event types (documented in differences.py as EVENT_NAMES).
+RUNNER_EVENT_MAP: dict[str, str | None] = {
+    "agent_updated": "agent_started",
+    "tool_called": "tool_called",
+    "tool_output": "tool_output",
+    "message_output_created": None,
+    "reasoning_item_created": None,
+    "mcp_approval_requested": "mcp_approval_requested",
+    "mcp_approval_response": "mcp_approval_response",
+    "mcp_list_tools": "mcp_list_tools",
+}
+OUR_EVENT_MAP: dict[str, str | None] = {
+    "agent_started": "agent_started",
+    "tool_called": "tool_called",
+    "message_sent": None,  # multi-agent only; a send is also a tool_called (Runner: every call is)
+    "tool_output": "tool_output",
+    "approval_requested": None,  # compared on its own: Runner has no event, only result.interruptions
+    "agent_finished": "agent_finished",
+}
+
+
+async def run_runner(scenario: Scenario, stream: bool) -> Outcome:
+    kit = Kit("runner")
+    model = RecordingModel(scenario.script())
+    outcome = Outcome("runner", stream)
+    context = scenario.context() if scenario.context is not None else None
+    run_config = scenario.runner_config() if scenario.runner_config is not None else None
+    try:
+        agent = agents.Agent(name=AGENT_NAME, model=model, **scenario.agent(kit))
+    except Exception as error:
+        _error(outcome, error, "build")
+        return _finish(outcome, kit, model)
+    result: Any = None
+    try:
+        if stream:
+            streamed = Runner.run_streamed(
+                agent, scenario.input, context=context, max_turns=scenario.max_turns, run_config=run_config
+            )
+            result = streamed
+            async for event in streamed.stream_events():
+                if isinstance(event, RawResponsesStreamEvent):
+                    outcome.raw_event_types.append(event.data.type)
+                    if event.data.type == "response.output_text.delta":
+                        outcome.text_deltas.append(event.data.delta)
+                elif isinstance(event, AgentUpdatedStreamEvent):
+                    _mapped(outcome, RUNNER_EVENT_MAP, "agent_updated")
+                elif isinstance(event, RunItemStreamEvent):
+                    _mapped(outcome, RUNNER_EVENT_MAP, event.name)
+        else:
+            result = await Runner.run(
+                agent, scenario.input, context=context, max_turns=scenario.max_turns, run_config=run_config
+            )
+    except Exception as error:
+        _error(outcome, error, "run")
+        return _finish(outcome, kit, model)
+    outcome.result = result
+    outcome.final_output = result.final_output
+    outcome.items = [
+        _input_item(item.to_input_item()) for item in result.new_items if not isinstance(item, ToolApprovalItem)
+    ]
+    outcome.items.insert(0, {"content": scenario.input, "role": "user"})
+    outcome.interruptions = [
+        {"tool": item.name, "arguments": item.arguments, "call_id": getattr(item.raw_item, "call_id", None)}
+        for item in result.interruptions
+    ]
+    if stream:
+        outcome.approval_events = [item["tool"] for item in outcome.interruptions]
+        if not outcome.interruptions:
+            outcome.events.append("agent_finished")  # the stream ended with a final output
+    return _finish(outcome, kit, model)
+
+
+def _input_item(item: Any) -> dict[str, Any]:
+    return copy.deepcopy(dict(item))
+
+
+def _mapped(outcome: Outcome, table: dict[str, str | None], name: str) -> None:
+    if name not in table:
+        outcome.events.append(f"<unmapped {name}>")
+    elif table[name] is not None:
+        outcome.events.append(table[name])  # type: ignore[arg-type]
+
+
+def _finish(outcome: Outcome, kit: Kit, model: RecordingModel) -> Outcome:
+    for recorded in model.calls:
+        recorded.mutated = recorded.live_input != recorded.input
+    outcome.calls = model.calls
+    outcome.tool_runs = kit.tool_runs
+    outcome.hook_calls = kit.hook_calls
+    return outcome
+
+
+def shortcuts_module() -> Any:
+    try:
+        from agency_swarm import _sdk  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _sdk
+
+
+async def run_ours(scenario: Scenario, stream: bool) -> Outcome:
+    kit = Kit("ours")
+    model = RecordingModel(scenario.script())
+    outcome = Outcome("ours", stream)
+    context = scenario.context() if scenario.context is not None else None
+    try:
+        agent = agency_swarm.Agent(name=AGENT_NAME, model=model, max_steps=scenario.max_turns, **scenario.agent(kit))
+        agency = agency_swarm.Agency([agent])
+    except Exception as error:
+        _error(outcome, error, "build")
+        return _finish(outcome, kit, model)
+    result: Any = None
+    try:
+        if stream:
+            response_stream = agency.get_response_stream(scenario.input, context=context)
+            async for event in response_stream:
+                if event.type == "approval_requested":
+                    outcome.approval_events.append(event.tool)
+                if event.type == "raw":
+                    outcome.raw_event_types.append(event.data.type)
+                elif event.type == "text_delta":
+                    outcome.text_deltas.append(event.delta)
+                else:
+                    _mapped(outcome, OUR_EVENT_MAP, event.type)
+            result = response_stream.result
+        else:
+            result = await agency.get_response(scenario.input, context=context)
+    except Exception as error:
+        _error(outcome, error, "run")
+        return _finish(outcome, kit, model)
+    outcome.result = result
+    outcome.final_output = result.final_output
+    outcome.items = copy.deepcopy(list(result.new_items))
+    outcome.interruptions = [
+        {"tool": item.tool, "arguments": item.arguments, "call_id": item.call_id} for item in result.interruptions
+    ]
+    return _finish(outcome, kit, model)
+
+
+# -- comparing ---------------------------------------------------------------------------------------------------
+
+
+def _show(value: Any) -> str:
+    return pprint.pformat(value, width=110, sort_dicts=True)
+
+
+def _diff(where: str, runner: Any, ours: Any) -> str:
+    return f"{where}:\n  Runner: {_show(runner)}\n  ours:   {_show(ours)}"
+
+
+def _compare_values(where: str, runner: Any, ours: Any, problems: list[str]) -> None:
+    """Equal, or one line per differing leaf (dicts by key, lists by index)."""
+    if runner == ours and type(runner) is type(ours):
+        return
+    if isinstance(runner, dict) and isinstance(ours, dict):
+        for key in sorted(set(runner) | set(ours), key=str):
+            if key not in runner:
+                problems.append(_diff(f"{where}.{key}", "<absent>", ours[key]))
+            elif key not in ours:
+                problems.append(_diff(f"{where}.{key}", runner[key], "<absent>"))
+            else:
+                _compare_values(f"{where}.{key}", runner[key], ours[key], problems)
+        return
+    if isinstance(runner, list) and isinstance(ours, list):
+        if len(runner) != len(ours):
+            problems.append(_diff(f"{where} (length {len(runner)} vs {len(ours)})", runner, ours))
+            return
+        for index, (left, right) in enumerate(zip(runner, ours, strict=True)):
+            _compare_values(f"{where}[{index}]", left, right, problems)
+        return
+    problems.append(_diff(where, runner, ours))
+
+
+def _value_and_type(value: Any) -> dict[str, Any]:
+    dump = getattr(value, "model_dump", None)
+    plain = dump(mode="json") if callable(dump) else (
+        dataclasses.asdict(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
+    )
+    return {"type": f"{type(value).__module__}.{type(value).__qualname__}", "value": plain}
+
+
+def compare(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Apply the scenario's documented differences, then require everything else to be equal."""
+    from differences import apply_differences  # type: ignore[import-not-found]
+
+    if runner.error_phase == "build":
+        pytest.fail(f"scenario {scenario.id!r} is broken: Runner's side could not be built: {runner.error!r}",
+                    pytrace=False)
+    normal_runner, normal_ours = apply_differences(scenario, runner, ours)
+    problems: list[str] = []
+    if not (normal_runner.replaced and normal_ours.replaced):
+        _compare_outcomes(normal_runner, normal_ours, problems)
+    if problems:
+        header = f"scenario {scenario.id!r} ({'streamed' if runner.stream else 'blocking'}): Runner and ours differ"
+        pytest.fail(header + "\n" + "\n".join(problems), pytrace=False)
+    if scenario.check is not None:
+        scenario.check(runner, ours)
+
+
+def _compare_outcomes(runner: Outcome, ours: Outcome, problems: list[str]) -> None:
+    _compare_values("error", _error_view(runner), _error_view(ours), problems)
+    _compare_values("model call count", len(runner.calls), len(ours.calls), problems)
+    for index, (left, right) in enumerate(zip(runner.calls, ours.calls, strict=False)):
+        for name in ("system_instructions", "input", "model_settings", "tools", "output_schema", "handoffs", "prompt",
+                     "previous_response_id", "conversation_id", "stream"):
+            _compare_values(f"model call {index + 1}: {name}", getattr(left, name), getattr(right, name), problems)
+    _compare_values(
+        "model calls whose input list changed after the call",
+        [c.index + 1 for c in runner.calls if c.mutated], [c.index + 1 for c in ours.calls if c.mutated], problems,
+    )
+    _compare_values(  # calls of one response run concurrently: which starts first is up to the scheduler
+        "tools that ran (name, arguments; sorted)", sorted(runner.tool_runs, key=repr),
+        sorted(ours.tool_runs, key=repr), problems,
+    )
+    _compare_values("hook calls", runner.hook_calls, ours.hook_calls, problems)
+    if runner.error is None and ours.error is None:
+        _compare_values("items", runner.items, ours.items, problems)
+        _compare_values("final output", _value_and_type(runner.final_output), _value_and_type(ours.final_output),
+                        problems)
+        _compare_values("interruptions", runner.interruptions, ours.interruptions, problems)
+    if runner.stream:
+        _compare_values("events (mapped)", runner.events, ours.events, problems)
+        _compare_values("approvals requested while streaming", runner.approval_events, ours.approval_events, problems)
+        _compare_values("raw model event types", runner.raw_event_types, ours.raw_event_types, problems)
+        _compare_values("text deltas", runner.text_deltas, ours.text_deltas, problems)
+
+
+def _error_view(outcome: Outcome) -> dict[str, Any] | None:
+    if outcome.error is None:
+        return None
+    kind = getattr(outcome.error, "kind", None) or outcome.error_type
+    return {"type": kind, "phase": outcome.error_phase, "message": outcome.error_message}
+
+
+def check_inputs_not_mutated(outcome: Outcome) -> list[str]:
+    """The input each model call received must still equal its call-time copy after the run."""
+    problems = []
+    for recorded in outcome.calls:
+        if recorded.live_input != recorded.input:
+            problems.append(
+                f"{outcome.side}: the input list given to model call {recorded.index + 1} was changed after the "
+                f"call:\n  at call time ({len(recorded.input)} items): {_show(recorded.input)}\n"
+                f"  after the run ({len(recorded.live_input)} items): {_show(recorded.live_input)}"
+            )
+    return problems
+
+
+# -- helpers for scenario files -----------------------------------------------------------------------------------
+
+
+class RecordingHooks(AgentHooks[Any]):
+    """AgentHooks that log every call, by name (and tool name), into the side's Kit."""
+
+    def __init__(self, kit: Kit) -> None:
+        self.kit = kit
+
+    async def on_start(self, context: RunContextWrapper[Any], agent: Any) -> None:
+        self.kit.hook_calls.append("on_start")
+
+    async def on_end(self, context: RunContextWrapper[Any], agent: Any, output: Any) -> None:
+        self.kit.hook_calls.append(f"on_end({output!r})")
+
+    async def on_tool_start(self, context: RunContextWrapper[Any], agent: Any, tool: Tool) -> None:
+        self.kit.hook_calls.append(f"on_tool_start({tool.name})")
+
+    async def on_tool_end(self, context: RunContextWrapper[Any], agent: Any, tool: Tool, result: Any) -> None:
+        self.kit.hook_calls.append(f"on_tool_end({tool.name}, {result!r})")
+
+    async def on_llm_start(self, context: RunContextWrapper[Any], agent: Any, system_prompt: Any,
+                           input_items: Any) -> None:
+        self.kit.hook_calls.append(f"on_llm_start({system_prompt!r}, {len(input_items)} items)")
+
+    async def on_llm_end(self, context: RunContextWrapper[Any], agent: Any, response: ModelResponse) -> None:
+        self.kit.hook_calls.append(f"on_llm_end({[item.type for item in response.output]})")
+
+
+async def run_and_compare(scenario: Scenario, stream: bool) -> tuple[Outcome, Outcome]:
+    """Run the scenario through Runner and through ours (same mode), compare, and return both outcomes."""
+    runner = await run_runner(scenario, stream)
+    ours = await run_ours(scenario, stream)
+    compare(scenario, runner, ours)
+    return runner, ours
