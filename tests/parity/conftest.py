@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import agents
 import pytest
-from harness import shortcuts_module
+
+from parity.harness import shortcuts_module
 
 agents.set_tracing_disabled(True)
 

@@ -26,9 +26,9 @@ from agents import (
     ModelBehaviorError,
     OutputGuardrailTripwireTriggered,
 )
-from harness import AGENT_NAME, Outcome, RecordedCall, Scenario
 
 import agency_swarm
+from parity.harness import AGENT_NAME, Outcome, RecordedCall, Scenario
 
 
 @dataclass(frozen=True)

@@ -676,7 +676,7 @@ def _value_and_type(value: Any) -> dict[str, Any]:
 
 def compare(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     """Apply the scenario's documented differences, then require everything else to be equal."""
-    from differences import apply_differences  # type: ignore[import-not-found]
+    from parity.differences import apply_differences
 
     if runner.error_phase == "build":
         pytest.fail(f"scenario {scenario.id!r} is broken: Runner's side could not be built: {runner.error!r}",

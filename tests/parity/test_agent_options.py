@@ -18,9 +18,10 @@ from agents import (
     input_guardrail,
     output_guardrail,
 )
-from harness import Kit, RecordingHooks, Scenario, call, msg, run_and_compare
 from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal, ResponseOutputText
 from pydantic import BaseModel
+
+from parity.harness import Kit, RecordingHooks, Scenario, call, msg, run_and_compare
 
 
 class Weather(BaseModel):

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from agents import RunConfig, RunContextWrapper, ToolOutputImage, ToolOutputText, function_tool
 from agents.tool_context import ToolContext
-from harness import Kit, Outcome, Scenario, call, check_inputs_not_mutated, msg, run_and_compare
 from pydantic import BaseModel, Field
+
+from parity.harness import Kit, Outcome, Scenario, call, check_inputs_not_mutated, msg, run_and_compare
 
 
 def _add_tool(kit: Kit) -> Any:

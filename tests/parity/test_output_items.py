@@ -24,7 +24,8 @@ from agents import (
     WebSearchTool,
     function_tool,
 )
-from harness import (
+
+from parity.harness import (
     Kit,
     Outcome,
     Scenario,

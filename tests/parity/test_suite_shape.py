@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import test_agent_options
-import test_function_tools
-from differences import DIFFERENCES
-from harness import Scenario
-
-import test_output_items
-import test_tool_guardrails
+from parity import test_agent_options, test_function_tools, test_output_items, test_tool_guardrails
+from parity.differences import DIFFERENCES
+from parity.harness import Scenario
 
 ALL: list[Scenario] = [
     *test_function_tools.SCENARIOS,

@@ -14,9 +14,9 @@ from agents import (
     tool_input_guardrail,
     tool_output_guardrail,
 )
-from harness import Kit, Outcome, RecordingModel, Scenario, call, msg, run_and_compare
 
 import agency_swarm
+from parity.harness import Kit, Outcome, RecordingModel, Scenario, call, msg, run_and_compare
 
 
 def _input_guard(kit: Kit, name: str, verdict: str) -> Any:

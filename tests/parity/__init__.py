@@ -1,0 +1,1 @@
+"""Differential parity suite: agents.Runner vs agency_swarm (see harness.py and differences.py)."""
