@@ -208,6 +208,8 @@ class RecordedCall:
     prompt: Any
     previous_response_id: Any
     conversation_id: Any
+    live: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The objects themselves, as the model got them (settings, tools, schema, prompt)."""
     mutated: bool = False
     """Set after the run: the live input no longer equals the call-time copy (see `mark_mutations`)."""
 
@@ -374,6 +376,8 @@ class RecordingModel(Model):
             prompt=copy.deepcopy(prompt),
             previous_response_id=previous_response_id,
             conversation_id=conversation_id,
+            live={"model_settings": model_settings, "tools": tools, "output_schema": output_schema,
+                  "handoffs": handoffs, "prompt": prompt, "system_instructions": system_instructions},
         ))
         if index >= len(self.script):
             raise ScriptExhausted(f"model call {index + 1}, but the script has {len(self.script)} responses")
@@ -578,7 +582,9 @@ def _mapped(outcome: Outcome, table: dict[str, str | None], name: str) -> None:
 
 def _finish(outcome: Outcome, kit: Kit, model: RecordingModel) -> Outcome:
     for recorded in model.calls:
-        recorded.mutated = recorded.live_input != recorded.input
+        recorded.mutated = recorded.live_input != recorded.input or (
+            settings_summary(recorded.live["model_settings"]) != recorded.model_settings
+        )
     outcome.calls = model.calls
     outcome.tool_runs = kit.tool_runs
     outcome.hook_calls = kit.hook_calls
@@ -685,11 +691,14 @@ def compare(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     problems: list[str] = []
     if not (normal_runner.replaced and normal_ours.replaced):
         _compare_outcomes(normal_runner, normal_ours, problems)
+    if scenario.check is not None:
+        try:
+            scenario.check(runner, ours)
+        except AssertionError as failed:
+            problems.append(f"scenario check {getattr(scenario.check, '__qualname__', '')}: {failed}")
     if problems:
         header = f"scenario {scenario.id!r} ({'streamed' if runner.stream else 'blocking'}): Runner and ours differ"
         pytest.fail(header + "\n" + "\n".join(problems), pytrace=False)
-    if scenario.check is not None:
-        scenario.check(runner, ours)
 
 
 def _compare_outcomes(runner: Outcome, ours: Outcome, problems: list[str]) -> None:
@@ -700,7 +709,7 @@ def _compare_outcomes(runner: Outcome, ours: Outcome, problems: list[str]) -> No
                      "previous_response_id", "conversation_id", "stream"):
             _compare_values(f"model call {index + 1}: {name}", getattr(left, name), getattr(right, name), problems)
     _compare_values(
-        "model calls whose input list changed after the call",
+        "model calls whose input list (or settings) changed after the call",
         [c.index + 1 for c in runner.calls if c.mutated], [c.index + 1 for c in ours.calls if c.mutated], problems,
     )
     _compare_values(  # calls of one response run concurrently: which starts first is up to the scheduler
