@@ -14,7 +14,7 @@ from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall
 from pydantic import Field
 
-from agency_swarm import Agent, _direct_call, _tools
+from agency_swarm import Agent, _direct_call, _sdk, _tools
 
 SEEN: list[Any] = []
 
@@ -256,7 +256,7 @@ def test_an_sdk_invoker_that_does_something_unknown_keeps_its_path(monkeypatch: 
         """A tool the memo has not seen."""
         return a
 
-    monkeypatch.setattr(_direct_call, "_NAMES", _direct_call._NAMES - {"to_thread"})
+    monkeypatch.setattr(_sdk, "_NAMES", _sdk._NAMES - {"to_thread"})
     assert _direct_call.direct_call(fresh) is None
 
 
@@ -318,7 +318,7 @@ def a_fresh_tool() -> FunctionTool:
 
 
 def test_an_invoker_the_sdk_would_hand_a_narrower_context_keeps_its_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(agents.tool, "_get_function_tool_invoke_context", lambda tool, context: object())
+    monkeypatch.setattr(_sdk, "_INVOKE_CONTEXT", lambda tool, context: object())
     assert _direct_call.direct_call(a_fresh_tool()) is None
 
 
@@ -353,7 +353,7 @@ def test_an_sdk_that_cannot_say_how_it_hands_the_context_means_no_and_the_memo_s
     def broken(tool: FunctionTool, context: ToolContext[Any]) -> Any:
         raise TypeError("unreadable signature")
 
-    monkeypatch.setattr(agents.tool, "_get_function_tool_invoke_context", broken)
+    monkeypatch.setattr(_sdk, "_INVOKE_CONTEXT", broken)
     monkeypatch.setattr(_direct_call, "_TAKES_TOOL_CONTEXT", {index: (object(), True) for index in range(4097)})
     tool = a_fresh_tool()
     assert _direct_call.takes_tool_context(tool) is False

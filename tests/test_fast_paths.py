@@ -300,7 +300,7 @@ def test_usage_is_built_as_the_sdk_builds_it_with_details_of_its_own() -> None:
 
     made, filled = _results._sdk_usage(2, 3, 4, 7), _results._filled_usage(2, 3, 4, 7)
     assert vars(filled) == vars(made)
-    assert _results.new_usage is _results._filled_usage
+    assert _results._FILLS_USAGE
     other = _results._filled_usage(0, 0, 0, 0)
     assert filled.input_tokens_details is not other.input_tokens_details
     assert filled.request_usage_entries is not other.request_usage_entries

@@ -9,7 +9,7 @@ from agents import RunContextWrapper, Usage
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall
 
-from agency_swarm import _tools
+from agency_swarm import _sdk, _tools
 
 
 def a_call(namespace: str | None = None) -> ResponseFunctionToolCall:
@@ -35,11 +35,11 @@ class Run:
 def test_a_filled_tool_context_equals_the_sdk_constructed_one(namespace: str | None) -> None:
     run, call, agent = Run(), a_call(namespace), object()
 
-    filled = _tools._filled_tool_context(run, call, agent, _tools.TOOL_RUN_CONFIG)
-    made = _tools._sdk_tool_context(run, call, agent, _tools.TOOL_RUN_CONFIG)
+    filled = _sdk.filled_tool_context(run, call, agent, _tools.TOOL_RUN_CONFIG)
+    made = _sdk.built_tool_context(run, call, agent, _tools.TOOL_RUN_CONFIG)
 
     assert isinstance(filled, ToolContext)
-    assert _tools._fields(filled) == _tools._fields(made)
+    assert _sdk.tool_context_fields(filled) == _sdk.tool_context_fields(made)
     assert filled.usage is run.context().usage  # live: the run keeps counting into it
     assert filled.qualified_tool_name == made.qualified_tool_name
     assert filled.turn_input is not made.turn_input  # fresh containers, never shared between calls
@@ -47,7 +47,7 @@ def test_a_filled_tool_context_equals_the_sdk_constructed_one(namespace: str | N
 
 def test_a_filled_tool_context_asks_the_run_for_usage_only_when_read() -> None:
     run = Run()
-    filled = _tools._filled_tool_context(run, a_call(), object(), _tools.TOOL_RUN_CONFIG)
+    filled = _sdk.filled_tool_context(run, a_call(), object(), _tools.TOOL_RUN_CONFIG)
     assert (run.built, filled.context) == (0, run.user_context)
     assert filled.usage.requests == 3
     assert filled.usage is filled.usage
@@ -58,30 +58,33 @@ def test_a_filled_tool_context_asks_the_run_for_usage_only_when_read() -> None:
 
 
 def test_this_sdk_gets_the_filled_context() -> None:
-    assert _tools._fills_like_the_sdk()
-    assert _tools.tool_context is _tools._filled_tool_context
+    assert _sdk._fills_like_the_sdk()
+    assert _sdk._FILLS_TOOL_CONTEXT
+    run, call = Run(), a_call()
+    assert type(_tools.tool_context(run, call, object(), _tools.TOOL_RUN_CONFIG)) is _sdk.RunToolContext
+    assert run.built == 0
 
 
 def test_a_context_that_no_longer_matches_the_sdk_falls_back_to_the_constructor(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = _tools._filled_tool_context
+    real = _sdk.filled_tool_context
 
     def missing_a_field(*args: Any) -> ToolContext[Any]:
         context = real(*args)
         del context.__dict__["_custom_data"]
         return context
 
-    monkeypatch.setattr(_tools, "_filled_tool_context", missing_a_field)
-    assert not _tools._fills_like_the_sdk()
+    monkeypatch.setattr(_sdk, "filled_tool_context", missing_a_field)
+    assert not _sdk._fills_like_the_sdk()
 
 
 def test_a_constructor_that_raises_means_the_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any) -> ToolContext[Any]:
         raise TypeError("a new required argument")
 
-    monkeypatch.setattr(_tools, "_sdk_tool_context", broken)
-    assert not _tools._fills_like_the_sdk()
+    monkeypatch.setattr(_sdk, "built_tool_context", broken)
+    assert not _sdk._fills_like_the_sdk()
 
 
 class Count(int):

@@ -10,27 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents import FunctionTool
+from agents.logger import logger as _sdk_logger
 from agents.tool_context import ToolContext
 from pydantic import BaseModel
 
-try:  # the SDK's own classes and checks; without them every call takes the SDK's path
-    from agents import tool as _sdk_tool
-    from agents._function_tool_arguments import can_prepare_without_user_code
-    from agents.logger import logger as _sdk_logger
-
-    _Invoker: Any = _sdk_tool._FailureHandlingFunctionToolInvoker
-except (ImportError, AttributeError):  # pragma: no cover - depends on the installed SDK version
-    _Invoker = None
-
-_IMPLEMENTATION = "function_tool.<locals>._create_function_tool.<locals>._on_invoke_tool_impl"
-_CLOSURE = frozenset({"_prepare_arguments", "is_sync_function_tool", "output_type_adapter", "schema", "the_func"})
-_NAMES = frozenset({
-    "tool_name", "_function_tool_arguments", "owner", "arguments", "UserError", "_log_function_tool_invocation",
-    "args", "kwargs", "_debug", "DONT_LOG_TOOL_DATA", "logger", "debug", "takes_context", "asyncio", "to_thread",
-    "_validate_function_tool_output",
-})
-"""Every global and attribute the SDK's invoker (openai-agents 0.24) reads. One more means it does something this
-module does not know about, and that tool keeps the SDK's path."""
+from . import _sdk
 
 _PLAIN = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -78,17 +62,9 @@ def call_function(direct: DirectCall, context: ToolContext[Any] | None, parsed: 
 
 
 def replaying(tool: FunctionTool, error: Exception) -> Callable[[ToolContext[Any], str], Awaitable[Any]]:
-    """An invoker that fails with `error` inside the SDK's own failure handling: the tool's failure_error_function,
-    run config formatter and span error then treat it exactly as if the SDK had called the function."""
-    invoker: Any = tool.on_invoke_tool
-
-    async def fail(context: ToolContext[Any], arguments: str) -> Any:
-        raise error
-
-    replay: Callable[[ToolContext[Any], str], Awaitable[Any]] = _Invoker(
-        fail, invoker._on_handled_error, function_tool=tool
-    )
-    return replay
+    """An invoker that fails with `error` inside the SDK's own failure handling (for a tool `direct_call` accepted):
+    the tool's failure_error_function, run config formatter and span error then treat it as the SDK would."""
+    return _sdk.replaying(tool, error)
 
 
 _TAKES_TOOL_CONTEXT: dict[int, tuple[object, bool]] = {}
@@ -97,19 +73,16 @@ _TAKES_TOOL_CONTEXT: dict[int, tuple[object, bool]] = {}
 def takes_tool_context(tool: FunctionTool) -> bool:
     """Whether the SDK would hand this tool our ToolContext unchanged.
 
-    `invoke_function_tool` works that out with `inspect.signature` on every call (~70 µs); the answer depends
-    only on the invoker's signature, so it is asked once per invoker. Anything unexpected means "no", which
-    keeps the SDK's own (slower) path.
+    `invoke_function_tool` works that out with `inspect.signature` on every call, a large share of a tool call;
+    the answer depends only on the invoker's signature, so it is asked once per invoker. Anything unexpected means
+    "no", which keeps the SDK's own (slower) path.
     """
     invoker = tool.on_invoke_tool
     known = _TAKES_TOOL_CONTEXT.get(id(invoker))
     if known is not None and known[0] is invoker:
         return known[1]
     try:
-        from agents.tool import _get_function_tool_invoke_context
-
-        probe = ToolContext(context=None, tool_name=tool.name, tool_call_id="probe", tool_arguments="{}")
-        unchanged = _get_function_tool_invoke_context(tool, probe) is probe
+        unchanged = _sdk.hands_over_tool_context(tool)
     except Exception:
         unchanged = False
     if len(_TAKES_TOOL_CONTEXT) > 4096:  # tools built per request: keep the memo bounded
@@ -123,6 +96,8 @@ _MEMO: dict[int, tuple[object, DirectCall | None]] = {}
 
 def direct_call(tool: FunctionTool) -> DirectCall | None:
     """How to call this tool directly, or None to keep the SDK's path (asked once per invoker)."""
+    if not _sdk.SHORTCUTS:
+        return None
     invoker = tool.on_invoke_tool
     known = _MEMO.get(id(invoker))
     if known is not None and known[0] is invoker:
@@ -137,25 +112,15 @@ def direct_call(tool: FunctionTool) -> DirectCall | None:
     return found
 
 
-def _worked_out(tool: FunctionTool, invoker: Any) -> DirectCall | None:
+def _worked_out(tool: FunctionTool, invoker: object) -> DirectCall | None:
     """A DirectCall only for a tool `function_tool` made whose every step is known: the SDK's invoker unchanged,
     no output type to validate, a parameter model that runs no user code, and one field per plain parameter."""
-    if _Invoker is None or type(invoker) is not _Invoker or invoker._function_tool is not tool:
+    parts = _sdk.function_tool_parts(tool)
+    if parts is None:
         return None
-    implementation = invoker._invoke_tool_impl
-    code = getattr(implementation, "__code__", None)
-    if (
-        getattr(implementation, "__qualname__", None) != _IMPLEMENTATION
-        or code is None
-        or frozenset(code.co_freevars) != _CLOSURE
-        or not _NAMES.issuperset(code.co_names)
-    ):
-        return None
-    cells = zip(code.co_freevars, implementation.__closure__, strict=True)
-    closure = {name: cell.cell_contents for name, cell in cells}
-    schema = closure["schema"]
+    schema = parts.schema
     model = schema.params_pydantic_model
-    if closure["output_type_adapter"] is not None or not can_prepare_without_user_code(model):
+    if parts.output_type_adapter is not None or not _sdk.prepares_without_user_code(model):
         return None
     parameters = list(schema.signature.parameters.values())[1 if schema.takes_context else 0 :]
     if [parameter.name for parameter in parameters] != list(model.model_fields):
@@ -166,10 +131,10 @@ def _worked_out(tool: FunctionTool, invoker: Any) -> DirectCall | None:
         return None  # *args / **kwargs: the SDK's to_call_args spreads them
     return DirectCall(
         invoker=invoker,
-        function=closure["the_func"],
+        function=parts.function,
         validate_json=model.__pydantic_validator__.validate_json,
         positional=tuple(parameter.name for parameter in parameters if parameter.kind in _PLAIN),
         keyword=tuple(parameter.name for parameter in parameters if parameter.kind not in _PLAIN),
         takes_context=bool(schema.takes_context),
-        sync=bool(closure["is_sync_function_tool"]),
+        sync=parts.sync,
     )

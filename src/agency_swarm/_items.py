@@ -6,15 +6,18 @@ from typing import Any
 
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
+from . import _sdk
+
 
 def stored_item(item: Any) -> dict[str, Any]:
     """The dict a thread stores for one output item.
 
     Text messages and function calls (nearly every item) are read straight from their fields, about three times
     faster than pydantic's serializer; anything unusual in them (extra fields, annotations, logprobs) and every
-    other kind of item go through `model_dump`, which the fast paths match key for key.
+    other kind of item go through `model_dump`, which the fast paths match key for key. Without `_sdk.SHORTCUTS`
+    every item goes through `model_dump`.
     """
-    kind = type(item)
+    kind = type(item) if _sdk.SHORTCUTS else None
     if kind is ResponseOutputMessage:
         fast = _message(item)
     elif kind is ResponseFunctionToolCall:

@@ -13,6 +13,7 @@ from agents import Usage
 from openai.types.responses import ResponseUsage
 from openai.types.responses.response_usage import OutputTokensDetails
 
+from . import _sdk
 from ._channel import TurnStart, drive
 from ._events import Event
 
@@ -291,5 +292,11 @@ def _fills_like_the_sdk() -> bool:
         return False
 
 
-new_usage = _filled_usage if _fills_like_the_sdk() else _sdk_usage
-"""An `agents.Usage` with these counts and empty token details."""
+_FILLS_USAGE = _fills_like_the_sdk()
+
+
+def new_usage(requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
+    """An `agents.Usage` with these counts and empty token details (hand-filled unless `_sdk.SHORTCUTS` is off)."""
+    if _sdk.SHORTCUTS and _FILLS_USAGE:
+        return _filled_usage(requests, input_tokens, output_tokens, total_tokens)
+    return _sdk_usage(requests, input_tokens, output_tokens, total_tokens)

@@ -6,7 +6,7 @@ import asyncio
 import random
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextvars import ContextVar, Token
+from contextvars import Token
 from dataclasses import dataclass, field
 from datetime import UTC
 from email.utils import parsedate_to_datetime
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from agents.models.interface import ModelTracing
     from openai.types.responses.response_prompt_param import ResponsePromptParam
 
+from . import _sdk
 from ._errors import (
     ConfigError,
     ModelAuthenticationError,
@@ -202,12 +203,6 @@ def _detail(error: BaseException) -> str:
 
 # -- the wrapper ------------------------------------------------------------------------------------------------
 
-try:  # the flag openai-agents' own runner sets so clients skip their built-in retries while it retries
-    from agents.models._retry_runtime import _DISABLE_PROVIDER_MANAGED_RETRIES as _NO_CLIENT_RETRIES
-except ImportError:  # pragma: no cover - a newer SDK moved it; clients then retry on their own as well
-    _NO_CLIENT_RETRIES = ContextVar("agency_swarm_no_client_retries", default=False)
-
-
 def _retries_on_its_own(model: Model) -> bool:
     """The SDK's provider models (OpenAI, LiteLLM, any-llm) retry inside their client unless the flag says not to."""
     return type(model).__module__.startswith("agents.") or isinstance(model, _SDK_MODELS)
@@ -275,7 +270,7 @@ class RetryingModel(Model):
 
     async def _attempt(self, *args: Any, **kwargs: Any) -> ModelResponse:
         """One attempt on the inner model: within the timeout, with the SDK clients' own retries silenced."""
-        token = _NO_CLIENT_RETRIES.set(True) if self._quiets_client else None
+        token = _sdk.quiet_client_retries() if self._quiets_client else None
         try:
             request = self.inner.get_response(*args, **kwargs)
             if self.timeout is None:
@@ -284,7 +279,7 @@ class RetryingModel(Model):
             return response
         finally:
             if token is not None:
-                _NO_CLIENT_RETRIES.reset(token)
+                _sdk.restore_client_retries(token)
 
     async def retry_after(self, error: Exception, attempt: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
         """After a first attempt raised `error`: the policy's answer, as `get_response` gives it.
@@ -433,7 +428,7 @@ class StreamCall:
         if model.timeout is not None:
             events = model._bounded_events(events)
         if model._quiets_client:
-            self._token = _NO_CLIENT_RETRIES.set(True)
+            self._token = _sdk.quiet_client_retries()
         self.events = events
         return events
 
@@ -452,7 +447,7 @@ class StreamCall:
 
     def _lift(self) -> None:
         if self._token is not None:
-            _NO_CLIENT_RETRIES.reset(self._token)
+            _sdk.restore_client_retries(self._token)
             self._token = None
 
     async def aclose(self) -> None:

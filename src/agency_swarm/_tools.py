@@ -15,7 +15,6 @@ from agents import (
     OutputGuardrailTripwireTriggered,
     RunConfig,
     RunContextWrapper,
-    Usage,
 )
 from agents.run_config import ToolErrorFormatterArgs
 from agents.tool import invoke_function_tool
@@ -26,6 +25,7 @@ from agents.tracing.spans import NoOpSpan
 from openai.types.responses import ResponseFunctionToolCall
 from pydantic import ValidationError
 
+from . import _sdk
 from ._direct_call import call_function, direct_call, parsed_arguments, replaying, takes_tool_context
 
 if TYPE_CHECKING:
@@ -113,11 +113,8 @@ def _describe(problem: Any) -> str:
 
 def _params_model(tool: FunctionTool | None) -> Any:
     """The pydantic model the SDK validated with, rebuilt from the decorated function (error path only)."""
-    if tool is None:
-        return None
-    implementation = getattr(tool.on_invoke_tool, "_invoke_tool_impl", None)
-    function = getattr(implementation, "__agents_function_tool_wrapped_callable__", None)
-    if not callable(function):
+    function = _sdk.decorated_function(tool)
+    if function is None:
         return None
     try:
         from agents.function_schema import function_schema
@@ -214,7 +211,9 @@ async def _invoked(
     untraced = Scope.get_current_span() is None and Scope.get_current_trace() is None
     token = Scope.set_current_span(_NO_SPAN) if untraced else None
     try:
-        if tool.timeout_seconds is None and takes_tool_context(tool):
+        if invoker is not tool.on_invoke_tool or (
+            _sdk.SHORTCUTS and tool.timeout_seconds is None and takes_tool_context(tool)
+        ):  # a replayed failure, or an invoker the SDK would call with this very context and no timeout
             return await invoker(context, arguments)
         return await invoke_function_tool(function_tool=tool, context=context, arguments=arguments)
     except Exception as error:  # a tool without a failure_error_function raised; tell the model
@@ -224,111 +223,9 @@ async def _invoked(
             Scope.reset_current_span(token)
 
 
-def _sdk_tool_context(
-    run: ToolRun, call: ResponseFunctionToolCall, agent: Any, run_config: RunConfig
-) -> ToolContext[Any]:
-    run_context = run.context()
-    return ToolContext(
-        context=run_context.context,
-        usage=run_context.usage,
-        tool_name=call.name,
-        tool_call_id=call.call_id,
-        tool_arguments=call.arguments,
-        tool_call=call,
-        agent=agent,
-        run_config=run_config,
-    )
-
-
-_new = object.__new__
-
-
-class RunToolContext(ToolContext[Any]):
-    """A ToolContext whose `usage` (the run's, kept current as the turn goes on) is looked up when first read.
-
-    The run's usage object is built on demand (a few µs), and most tools never read it.
-    """
-
-    @property
-    def usage(self) -> Usage:
-        found: Usage | None = self.__dict__.get("usage")
-        if found is None:
-            found = self.__dict__["usage"] = self.__dict__["_run"].context().usage
-        return found
-
-    @usage.setter
-    def usage(self, value: Usage) -> None:
-        self.__dict__["usage"] = value
-
-
-def _filled_tool_context(
-    run: ToolRun, call: ResponseFunctionToolCall, agent: Any, run_config: RunConfig
-) -> ToolContext[Any]:
-    """The instance `ToolContext(...)` would build, attribute for attribute, at a third of its cost.
-
-    The SDK's constructor re-imports `run_config`, coerces an already typed RunConfig and runs the dataclass
-    machinery of two classes on every call; in a turn with one tool that is a few µs of a budget of tens.
-    """
-    context: ToolContext[Any] = _new(RunToolContext)
-    context.__dict__ = {
-        "context": run.user_context,
-        "_run": run,
-        "turn_input": [],
-        "_approvals": {},
-        "_tool_invocations": {},
-        "tool_input": None,
-        "_restored_unbound_approval_call_ids": set(),
-        "tool_name": call.name,
-        "tool_arguments": call.arguments,
-        "tool_call_id": call.call_id,
-        "tool_call": call,
-        "tool_namespace": _namespace(call),
-        "agent": agent,
-        "run_config": run_config,
-        "_custom_data": None,
-        "_function_tool_arguments": None,
-    }
-    return context
-
-
-def _namespace(call: ResponseFunctionToolCall) -> str | None:
-    """The namespace the SDK's constructor gives a call's context: a non-empty str, else None."""
-    namespace = getattr(call, "namespace", None)
-    return namespace if isinstance(namespace, str) and namespace else None
-
-
-def _fills_like_the_sdk() -> bool:
-    """Whether `_filled_tool_context` still matches this SDK version's constructor (a new or renamed field,
-    another default: then every call takes the constructor)."""
-    try:
-        probe = _ProbeRun()
-        call = ResponseFunctionToolCall(type="function_call", call_id="probe", name="probe", arguments="{}")
-        made = _sdk_tool_context(probe, call, None, TOOL_RUN_CONFIG)
-        filled = _filled_tool_context(probe, call, None, TOOL_RUN_CONFIG)
-        return type(made) is ToolContext and filled.usage is made.usage and _fields(filled) == _fields(made)
-    except Exception:
-        return False
-
-
-def _fields(context: ToolContext[Any]) -> dict[str, Any]:
-    """A tool context's attributes as the constructor sets them (usage as the attribute reads it)."""
-    found = {name: value for name, value in vars(context).items() if name != "_run"}
-    found["usage"] = context.usage
-    return found
-
-
-class _ProbeRun:
-    def __init__(self) -> None:
-        self.user_context = object()
-        self._context = RunContextWrapper(context=self.user_context)
-
-    def context(self) -> RunContextWrapper[Any]:
-        return self._context
-
-
-tool_context = _filled_tool_context if _fills_like_the_sdk() else _sdk_tool_context
+tool_context = _sdk.tool_context
 """A tool's ToolContext: context and usage are the run's own objects (usage looked up when read), the rest is this
-call's."""
+call's. Hand-filled where that matches the SDK's constructor (see `_sdk`), else built by it."""
 
 
 _AS_TEXT = frozenset({int, float, bool, type(None)})
@@ -339,6 +236,8 @@ JSON instead)."""
 def output_item(call: ResponseFunctionToolCall, output: Any) -> dict[str, Any]:
     """The function_call_output item for a tool's return value (str and scalar fast paths, SDK conversion
     otherwise)."""
+    if not _sdk.SHORTCUTS:
+        return dict(ItemHelpers.tool_call_output_item(call, output))
     if isinstance(output, str):
         return {"type": "function_call_output", "call_id": call.call_id, "output": output}
     if type(output) in _AS_TEXT and getattr(call, "caller", None) is None:

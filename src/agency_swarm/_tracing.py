@@ -19,6 +19,7 @@ from agents.tracing.provider import DefaultTraceProvider
 from agents.tracing.scope import Scope
 from agents.tracing.traces import NoOpTrace
 
+from . import _sdk
 from ._channel import ReaderLeft
 
 
@@ -32,16 +33,12 @@ class TurnTrace:
 def open_trace(entry_agent: str, chat_id: str) -> TurnTrace | None:
     """The trace of one top-level turn, or None when tracing is off (then nothing else is traced either)."""
     provider = get_trace_provider()
-    if type(provider) is DefaultTraceProvider:  # its answers are read without asking it (~0.3 µs less per turn)
+    if _sdk.SHORTCUTS and type(provider) is DefaultTraceProvider:  # it would only ask the Scope itself
         current = Scope.get_current_trace()
-        if current is None:
-            provider._refresh_disabled_flag()
-            if provider._disabled:
-                return None
     else:
         current = provider.get_current_trace()
-        if current is None and _switched_off(provider):
-            return None
+    if current is None and _sdk.tracing_switched_off(provider):  # known without a throw-away trace
+        return None
     if current is not None:
         return None if isinstance(current, NoOpTrace) else TurnTrace(current, owned=False)
     opened = trace(
@@ -85,30 +82,17 @@ def current(turn_trace: TurnTrace, span: Span[Any]) -> Iterator[None]:
             pass
 
 
-def _switched_off(provider: Any) -> bool:
-    """Tracing is disabled (OPENAI_AGENTS_DISABLE_TRACING, `set_tracing_disabled`): known without building a
-    throw-away trace and logging that it was not created (~3 µs per turn).
-
-    Reads the SDK's default provider's private flag; any other provider, or a changed one, is asked by `trace()`.
-    """
-    refresh = getattr(provider, "_refresh_disabled_flag", None)
-    if not callable(refresh):
-        return False
-    refresh()
-    return getattr(provider, "_disabled", None) is True
-
-
 def _exports_nowhere() -> bool:
     """Only the SDK's OpenAI exporter is installed and it has no key: it would drop the trace with a warning.
 
     Offline runs (scripted models, no OPENAI_API_KEY) then stay quiet. Any other processor (the user's own, or a
-    key set with `set_tracing_export_api_key`) keeps tracing on. Reads the SDK's processor list, which it keeps
-    private; if that changes shape, tracing simply stays on.
+    key set with `set_tracing_export_api_key`) keeps tracing on. The SDK keeps its processor list private; if it
+    cannot be read, tracing simply stays on.
     """
-    processors = getattr(getattr(get_trace_provider(), "_multi_processor", None), "_processors", None)
-    if not isinstance(processors, tuple | list) or not processors:
+    exporters = _sdk.trace_exporters(get_trace_provider())
+    if not exporters:
         return False
     exporter = default_exporter()
-    if any(getattr(processor, "_exporter", None) is not exporter for processor in processors):
+    if any(found is not exporter for found in exporters):
         return False
     return not exporter.api_key
