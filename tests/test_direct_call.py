@@ -111,11 +111,19 @@ def sdk_invocations(monkeypatch: pytest.MonkeyPatch) -> SdkInvocations:
 
 async def both_ways(monkeypatch: pytest.MonkeyPatch, tool: FunctionTool, arguments: str, show: bool = True,
                     ) -> tuple[Any, Any]:
-    direct = await run(tool, arguments, show=show)
+    direct = await outcome(tool, arguments, show)
     with monkeypatch.context() as patch:
         patch.setattr(_tools, "direct_call", lambda tool: None)
-        by_sdk = await run(tool, arguments, show=show)
+        by_sdk = await outcome(tool, arguments, show)
     return direct, by_sdk
+
+
+async def outcome(tool: FunctionTool, arguments: str, show: bool) -> Any:
+    """What the model reads, or what a tool built with failure_error_function=None raised."""
+    try:
+        return await run(tool, arguments, show=show)
+    except Exception as error:
+        return ("raised", type(error), str(error))
 
 
 CASES = [

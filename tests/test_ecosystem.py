@@ -22,9 +22,11 @@ import pytest
 from agents import (
     GuardrailFunctionOutput,
     InputGuardrailTripwireTriggered,
+    ModelBehaviorError,
     MultiProvider,
     OutputGuardrailTripwireTriggered,
     RunContextWrapper,
+    UserError,
     input_guardrail,
     output_guardrail,
 )
@@ -156,17 +158,29 @@ async def test_tool_errors_are_shown_by_default_and_hidden_when_configured(caplo
     assert quiet_model.calls[1].tool_outputs == ["Error: tool 'explode' failed."]
 
 
-async def test_a_tool_without_failure_function_follows_the_same_rules() -> None:
+async def test_a_tool_without_failure_function_ends_the_turn_as_under_runner() -> None:
     @function_tool(failure_error_function=None)
     def strict(x: int) -> str:
         raise ValueError("secret internals")
 
-    model = ScriptedModel([[ToolCall("strict", {"x": 1}), ToolCall("strict", "{")], "ok"])
+    model = ScriptedModel([ToolCall("strict", {"x": 1}), "never"])
     agent = Agent(name="Ops", model=model, tools=[strict], show_tool_errors=False)
-    await Agency(agent).get_response("go")
-    hidden, malformed = model.calls[1].tool_outputs
-    assert hidden == "Error: tool 'strict' failed."
-    assert malformed.startswith("Error: invalid arguments for tool 'strict': they are not valid JSON")
+    with pytest.raises(UserError, match="Error running tool strict: secret internals") as raised:
+        await Agency(agent).get_response("go")
+    assert isinstance(raised.value.__cause__, ValueError)
+    assert len(model.calls) == 1
+    (items,) = agent.wiring.thread_manager.get_threads("default").values()
+    assert items[-1]["output"] == "Error: Error running tool strict: secret internals"  # the call keeps an output
+
+
+async def test_a_tool_without_failure_function_raises_the_sdks_error_for_malformed_arguments() -> None:
+    @function_tool(failure_error_function=None)
+    def strict(x: int) -> str:
+        return "fine"
+
+    model = ScriptedModel([ToolCall("strict", "{"), "never"])
+    with pytest.raises(ModelBehaviorError, match="Invalid JSON input for tool strict"):
+        await Agency(Agent(name="Ops", model=model, tools=[strict])).get_response("go")
 
 
 def test_show_tool_errors_must_be_a_bool() -> None:

@@ -9,13 +9,17 @@ import pytest
 from agents import (
     AgentHooks,
     AgentOutputSchema,
+    FunctionToolResult,
     GuardrailFunctionOutput,
     ModelSettings,
     RunContextWrapper,
     Tool,
+    ToolsToFinalOutputResult,
+    UserError,
     function_tool,
     output_guardrail,
 )
+from agents.items import ToolCallOutputItem
 from openai.types.responses import ResponseFailedEvent, ResponseReasoningItem
 from pydantic import BaseModel
 
@@ -78,17 +82,43 @@ async def test_an_async_is_enabled_callback_decides_per_run() -> None:
     assert [call.tool_names for call in model.calls] == [[], ["wipe"]]
 
 
-async def test_a_function_as_tool_use_behavior_is_refused_with_a_clear_error() -> None:
-    @function_tool
-    def ping() -> str:
-        """Answers pong."""
-        return "pong"
+@function_tool
+def ping() -> int:
+    """Answers 7."""
+    return 7
 
+
+async def test_a_function_as_tool_use_behavior_decides_with_the_sdks_tool_results() -> None:
+    seen: list[tuple[str, Any, str]] = []
+
+    async def decide(ctx: Any, results: list[FunctionToolResult]) -> ToolsToFinalOutputResult:
+        for result in results:
+            assert isinstance(result.run_item, ToolCallOutputItem)
+            seen.append((result.tool.name, result.output, result.run_item.raw_item["output"]))
+        return ToolsToFinalOutputResult(is_final_output=True, final_output=results[0].output * 6)
+
+    model = ScriptedModel([ToolCall("ping"), "never asked"])
+    agent = Agent(name="Solo", tools=[ping], tool_use_behavior=decide, model=model)
+    result = await agent.get_response("go")
+    assert seen == [("ping", 7, "7")]
+    assert result.final_output == "42"  # no output_type: str(), as under Runner
+    assert len(model.calls) == 1
+
+
+async def test_a_function_as_tool_use_behavior_may_let_the_model_go_on() -> None:
+    def decide(ctx: Any, results: Any) -> ToolsToFinalOutputResult:
+        return ToolsToFinalOutputResult(is_final_output=False)
+
+    agent = Agent(name="Solo", tools=[ping], tool_use_behavior=decide, model=ScriptedModel([ToolCall("ping"), "x"]))
+    assert (await agent.get_response("go")).final_output == "x"
+
+
+async def test_a_tool_use_behavior_function_returning_something_else_raises_the_sdks_error() -> None:
     def decide(ctx: Any, results: Any) -> Any:
         return None
 
     agent = Agent(name="Solo", tools=[ping], tool_use_behavior=decide, model=ScriptedModel([ToolCall("ping"), "x"]))
-    with pytest.raises(ConfigError, match="tool_use_behavior"):
+    with pytest.raises(UserError, match=r"Solo.*ToolsToFinalOutputResult"):
         await agent.get_response("go")
 
 
@@ -207,8 +237,9 @@ async def test_an_error_outside_the_tool_in_parallel_calls_raises_and_repairs_th
     agent = Agent(name="Solo", tools=[one, two], hooks=ExplodingHooks(),
                   model=ScriptedModel([[ToolCall("one"), ToolCall("two")], "never"]))
     agency = Agency(agent, save_threads_callback=lambda chat, threads: saved.update(threads))
-    with pytest.raises(RuntimeError, match="hook bug"):
+    with pytest.raises(UserError, match="Error running tool one: hook bug") as raised:  # as Runner wraps it
         await agency.get_response("go")
+    assert isinstance(raised.value.__cause__, RuntimeError)
     items = saved["user->Solo"]
     calls = {item["call_id"] for item in items if item.get("type") == "function_call"}
     outputs = {item["call_id"] for item in items if item.get("type") == "function_call_output"}

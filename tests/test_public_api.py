@@ -47,6 +47,7 @@ EXPECTED_ALL = [
     "CostEstimate",
     "Event",
     "FileThreadStore",
+    "HostedItem",
     "Interruption",
     "InvalidChatId",
     "ItemTooLarge",

@@ -116,6 +116,7 @@ async def test_the_stream_is_every_event_in_order_then_done(client: httpx.AsyncC
     ]
     assert steps == [
         ("agent_started", "CEO", "user", 0),
+        ("tool_called", "CEO", "user", 0),
         ("message_sent", "CEO", "user", 0),
         ("agent_started", "Developer", "CEO", 1),
         ("agent_finished", "Developer", "CEO", 1),

@@ -102,7 +102,8 @@ async def test_stream_has_every_event_type_with_its_fields() -> None:
     assert sent.recipient == "Developer"
     assert sent.message == "build the page"
     assert sent.agent == "CEO"
-    (called,) = [event for event in events if isinstance(event, ToolCalled)]
+    send_called, called = [event for event in events if isinstance(event, ToolCalled)]
+    assert (send_called.tool, send_called.call_id) == ("send_message", sent.call_id)  # every call has its tool_called
     assert called.tool == "add"
     assert json.loads(called.arguments) == {"a": 2, "b": 3}
     finished = {event.agent: event.output for event in events if isinstance(event, AgentFinished)}
@@ -125,6 +126,7 @@ async def test_nested_stream_order() -> None:
 
     assert structural(events) == [
         ("agent_started", "CEO", 0, "user"),
+        ("tool_called", "CEO", 0, "user"),
         ("message_sent", "CEO", 0, "user"),
         ("agent_started", "Developer", 1, "CEO"),
         ("tool_called", "Developer", 1, "CEO"),
@@ -521,6 +523,7 @@ async def test_recipient_failure_mid_stream_becomes_callers_tool_output_event() 
     assert stream.result.final_output == "CEO carries on"
     assert structural(events) == [
         ("agent_started", "CEO", 0, "user"),
+        ("tool_called", "CEO", 0, "user"),
         ("message_sent", "CEO", 0, "user"),
         ("agent_started", "Developer", 1, "CEO"),
         ("tool_output", "CEO", 0, "user"),

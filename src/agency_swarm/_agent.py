@@ -14,6 +14,7 @@ from ._chart import USER
 from ._errors import ConfigError
 from ._hooks import HookTable
 from ._loop import _Setup, top_level_turn
+from ._outputs import refused_tool
 from ._results import ResponseStream, RunResult
 from ._retry import DEFAULT_RETRY, RetryingModel, RetryPolicy, check_retry, check_timeout, model_label
 from ._threads import ThreadManager, check_chat_id
@@ -144,6 +145,7 @@ class Agent(_SDKAgent[Any]):
                 f"Agent {self.name!r} has handoffs; agency_swarm agents talk through the agency chart instead: "
                 "Agency([a, [a, b]]) lets a message b."
             )
+        refused_tool(self.name, self.tools)
         if self.handoff_description is not None and self.description is None:
             self.description = self.handoff_description
         object.__setattr__(self, "_wiring", None)

@@ -106,6 +106,8 @@ class Printer:
             case MessageSent(agent=agent, depth=depth, recipient=recipient, message=message, call_id=call_id):
                 self._sends.add(call_id)
                 self._print(depth, f"{agent} -> {recipient}: {_short(message)}")
+            case ToolCalled(tool="send_message"):
+                pass  # message_sent follows and says it better; a refused send shows its tool_output
             case ToolCalled(agent=agent, depth=depth, tool=tool, arguments=arguments):
                 self._print(depth, f"{agent} calls {tool}({_short(arguments)})")
             case ToolOutput(agent=agent, depth=depth, tool=tool, output=output, call_id=call_id):

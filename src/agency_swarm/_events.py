@@ -41,7 +41,8 @@ class TextDelta(Event):
 
 @dataclass(kw_only=True, slots=True)
 class ToolCalled(Event):
-    """The model asked for a function tool (not send_message, which has `message_sent`)."""
+    """The model called a function tool or send_message (a send's `message_sent` follows); `tool_output` with the
+    same `call_id` comes when the call is done."""
 
     type: ClassVar[str] = "tool_called"
     tool: str
@@ -57,6 +58,19 @@ class MessageSent(Event):
     recipient: str
     message: str
     call_id: str
+
+
+@dataclass(kw_only=True, slots=True)
+class HostedItem(Event):
+    """A hosted tool's item: a call the model's API ran itself (`web_search_call`, `file_search_call`,
+    `code_interpreter_call`, `image_generation_call`, `mcp_call`, `mcp_list_tools`, a hosted `shell_call`...), or a
+    hosted MCP approval request and the answer its `on_approval_request` gave. Nothing runs here; `item` is the
+    stored item."""
+
+    type: ClassVar[str] = "hosted_item"
+    kind: str
+    """The item's type, e.g. "web_search_call"."""
+    item: dict[str, Any]
 
 
 @dataclass(kw_only=True, slots=True)
@@ -143,4 +157,5 @@ def text_delta(agent: str, caller: str, depth: int, chat_id: str, delta: str) ->
 
 StreamEvent = (
     AgentStarted | TextDelta | ToolCalled | ApprovalRequested | MessageSent | ToolOutput | AgentFinished | RawModelEvent
+    | HostedItem
 )

@@ -79,6 +79,8 @@ async def dispatch(table: HookTable, event: Event) -> None:
     kind = event.type
     if kind == ToolOutput.type and isinstance(event, ToolOutput) and event.tool == SEND_MESSAGE:
         kind = "message_received"
+    elif kind == ToolCalled.type and isinstance(event, ToolCalled) and event.tool == SEND_MESSAGE:
+        return  # on_message_sent tells of a send (a refused one reaches on_message_received only)
     handler = table.get(kind)
     if handler is not None:
         result = handler(event)

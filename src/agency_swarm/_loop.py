@@ -20,20 +20,26 @@ from typing import TYPE_CHECKING, Any, assert_never
 from agents import (
     AgentOutputSchema,
     AgentOutputSchemaBase,
+    AgentsException,
     FunctionTool,
+    FunctionToolResult,
     InputGuardrailTripwireTriggered,
+    ItemHelpers,
     Model,
     ModelBehaviorError,
+    ModelRefusalError,
     ModelResponse,
     OutputGuardrailTripwireTriggered,
     RunContextWrapper,
-    StopAtTools,
     Tool,
+    ToolsToFinalOutputResult,
     Usage,
+    UserError,
     agent_span,
     custom_span,
     function_span,
 )
+from agents.items import ToolCallOutputItem
 from agents.models.interface import ModelTracing
 from agents.run_context import AgentHookContext
 from openai.types.responses import ResponseFunctionToolCall
@@ -48,6 +54,7 @@ from ._events import (
     AgentStarted,
     ApprovalRequested,
     Event,
+    HostedItem,
     MessageSent,
     ToolCalled,
     ToolOutput,
@@ -55,6 +62,7 @@ from ._events import (
     text_delta,
 )
 from ._items import stored_item
+from ._outputs import HOSTED_ACTIVITY, mcp_approval_responses, refused_tool, unusual_items
 from ._results import Interruption, ResponseStream, RunResult, UsageTotals, requests_of
 from ._retry import RetryingModel, StreamCall
 from ._send_message import (
@@ -72,6 +80,7 @@ from ._threads import (
     is_finished,
     unanswered_calls,
 )
+from ._tool_guardrails import GuardrailLog
 from ._tools import named_tripwire, output_item, run_function_tool, unknown_tool_output
 from ._tracing import TurnTrace, close_trace, current, finish, open_trace, started
 
@@ -111,10 +120,15 @@ class UnknownTool:
 
 ToolCallStep = FunctionToolCall | SendMessage | UnknownTool
 
+ToolResult = tuple[int, FunctionTool, ResponseFunctionToolCall, Any]
+"""(call index, tool, call, output) of a function tool call that ran or was refused: what tool_use_behavior reads."""
+
 
 @dataclass(slots=True)
 class RunTools:
     calls: list[ToolCallStep]
+    mcp_approvals: list[Any] = dataclasses.field(default_factory=list)
+    """Hosted MCP approval requests, answered by their server's on_approval_request after the calls ran."""
 
 
 NextStep = FinalOutput | RunAgain | RunTools
@@ -126,8 +140,8 @@ class _Run:
     """Shared by every agent of one top-level turn: context, usage budget, sends still waiting for replies."""
 
     __slots__ = (
-        "_wrapper", "approved", "chat_id", "interruptions", "open_pairs", "rejected", "streaming", "trace",
-        "usage_records", "user_context",
+        "_wrapper", "approved", "chat_id", "guardrail_log", "interruptions", "open_pairs", "rejected", "streaming",
+        "trace", "usage_records", "user_context",
     )
 
     def __init__(
@@ -150,6 +164,7 @@ class _Run:
         self.interruptions: list[Interruption] = []
         self.trace: TurnTrace | None = None
         """None when tracing is off: then no span is made anywhere in the turn."""
+        self.guardrail_log = GuardrailLog()
 
     def context(self) -> AgentHookContext[Any]:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
@@ -305,6 +320,8 @@ async def _entry_turn(
         agent=turn.agent.name,
         usage_records=run.usage_records,
         interruptions=run.interruptions,
+        tool_input_guardrail_results=run.guardrail_log.inputs,
+        tool_output_guardrail_results=run.guardrail_log.outputs,
     )
     if stream is not None:
         stream._finish(result)
@@ -421,17 +438,7 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
     """
     agent, run, emit = turn.agent, turn.run, turn.emit
     name, caller, depth, chat_id = agent.name, turn.caller, turn.depth, run.chat_id
-    if emit is not None:
-        await emit(AgentStarted(
-            agent=name, caller=caller, depth=depth, chat_id=chat_id,
-            message=_last_user_message(turn.thread) if message is None else message,
-        ))
-    if agent.input_guardrails or agent.hooks is not None:
-        await _begin(turn, message)
-    if message is not None:
-        stored = turn.thread.add([{"role": "user", "content": message}])
-        if stored is not None:
-            await stored
+    await _start(turn, message)
     setup = _reused_setup(turn, additional_instructions) or await _prepare(turn, additional_instructions)
     model_settings = agent.model_settings
     step: NextStep = RUN_AGAIN if message is not None else _resumed_step(turn, setup)
@@ -442,12 +449,10 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
                 break
             case RunAgain():
                 pass
-            case RunTools(calls=calls):
-                outcome = await _run_calls(turn, setup, calls)
-                if outcome.awaiting:
-                    turn.paused = True  # the calls stay without outputs until resume decides
+            case RunTools():
+                stop = await _run_tools(turn, setup, step)
+                if turn.paused:
                     return
-                stop = _stop_after_tools(agent, outcome.results)
                 if stop is not None:
                     step = stop
                     break
@@ -457,6 +462,8 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
                 assert_never(step)
         if steps == agent.max_steps:
             raise MaxStepsExceeded(agent=name, chat_id=chat_id, depth=depth, max_steps=agent.max_steps)
+        if steps and setup.sources is None:  # built per call, as `Runner` does: dynamic instructions, tools, MCP
+            setup = await _prepare(turn, additional_instructions)
         steps += 1
         step = await _model_step(turn, setup, model_settings)
     if agent.output_guardrails or agent.hooks is not None:
@@ -464,6 +471,22 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
     turn.output = step.output
     if emit is not None:
         await emit(AgentFinished(agent=name, caller=caller, depth=depth, chat_id=chat_id, output=step.output))
+
+
+async def _run_tools(turn: _Turn, setup: _Setup, step: RunTools) -> FinalOutput | None:
+    """A response's calls and MCP approvals; a final output when tool_use_behavior says the tools ended the turn.
+
+    Calls waiting for approval pause the turn (`turn.paused`): they stay without outputs until resume decides.
+    """
+    outcome = await _run_calls(turn, setup, step.calls) if step.calls else None
+    if step.mcp_approvals:
+        await _answer_mcp_approvals(turn, setup, step.mcp_approvals)
+    if outcome is None:
+        return None
+    if outcome.awaiting:
+        turn.paused = True
+        return None
+    return await _stop_after_tools(turn, outcome.results)
 
 
 async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any) -> NextStep:
@@ -483,10 +506,46 @@ async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any) -> NextSt
             response = await _after_failure(turn, setup, model_settings, direct, error)
         output, usage = response.output, response.usage
     turn.run.record(setup.usage_key, usage)
-    stored = turn.thread.add(list(map(stored_item, output)))
+    usual = len(output) == 1 and output[0].type in _USUAL
+    items = list(map(stored_item, output)) if usual else unusual_items(output, setup.tools)
+    stored = turn.thread.add(items)
     if stored is not None:
         await stored
+    if not usual and turn.emit is not None:
+        await _emit_hosted(turn, items)
     return _next_step(turn, setup, output)
+
+
+async def _emit_hosted(turn: _Turn, items: list[dict[str, Any]]) -> None:
+    """A `hosted_item` event for each hosted tool item of a response, or answer to an MCP approval request."""
+    emit = turn.emit
+    assert emit is not None
+    for item in items:
+        kind = item.get("type")
+        if kind in HOSTED_ACTIVITY or kind in _MCP_APPROVAL_KINDS:
+            await emit(HostedItem(
+                agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=turn.run.chat_id,
+                kind=str(kind), item=item,
+            ))
+
+
+_MCP_APPROVAL_KINDS = frozenset({"mcp_approval_request", "mcp_approval_response"})
+
+
+async def _start(turn: _Turn, message: str | None) -> None:
+    """`agent_started`, input guardrails and the on_start hook; then the message joins the thread."""
+    agent, emit = turn.agent, turn.emit
+    if emit is not None:
+        await emit(AgentStarted(
+            agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=turn.run.chat_id,
+            message=_last_user_message(turn.thread) if message is None else message,
+        ))
+    if agent.input_guardrails or agent.hooks is not None:
+        await _begin(turn, message)
+    if message is not None:
+        stored = turn.thread.add([{"role": "user", "content": message}])
+        if stored is not None:
+            await stored
 
 
 async def _begin(turn: _Turn, message: str | None) -> None:
@@ -528,6 +587,7 @@ async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
             tools = [tool for tool in agent.tools if await _enabled(tool, turn)]
     if agent.mcp_servers:
         tools = [*await agent.get_mcp_tools(turn.run.context()), *tools]
+    refused_tool(agent.name, tools)  # tools assigned after the agent was built are checked here
     function_tools = {tool.name: tool for tool in tools if isinstance(tool, FunctionTool)} if tools else {}
     if wiring.send_tool is not None:
         tools.append(wiring.send_tool)
@@ -629,7 +689,7 @@ def _output_schema(agent: Agent) -> AgentOutputSchemaBase | None:
 
 def _plain_call(turn: _Turn, setup: _Setup, settings: Any, model: Model) -> Awaitable[ModelResponse]:
     """`model`'s response, with no hook, prompt or span involved (and no coroutine of its own)."""
-    history: Any = turn.thread.items if turn.agent.history_window is None else _history(turn)
+    history: Any = turn.thread.items[:] if turn.agent.history_window is None else _history(turn)
     return model.get_response(
         setup.instructions, history, settings, setup.tools, setup.schema, [], _UNTRACED,
         previous_response_id=None, conversation_id=None, prompt=None,
@@ -691,10 +751,11 @@ def _current_span(turn: _Turn) -> AbstractContextManager[None]:
 
 
 def _history(turn: _Turn) -> list[dict[str, Any]]:
+    """What the model reads: a list of its own, so items the turn adds later never appear in what it was given."""
     items = turn.thread.items
     window = turn.agent.history_window
     if window is None or len(items) <= window + 1:
-        return items  # the live list: no copy per model call
+        return items[:]
     return window_of(items, window)
 
 
@@ -787,7 +848,12 @@ def _classify(setup: _Setup, call: ResponseFunctionToolCall, *, resume: bool = F
     return UnknownTool(call) if tool is None else FunctionToolCall(call, tool)
 
 
+_USUAL = frozenset({"message", "function_call"})
+
+
 def _next_step(turn: _Turn, setup: _Setup, output: Sequence[Any]) -> NextStep:
+    """As `Runner` decides: calls to run; else the last message's text (a refusal raises); a response of hosted tool
+    calls only runs the model again."""
     if len(output) == 1:  # the common cases: one call, or one plain-text answer
         item = output[0]
         kind = item.type
@@ -795,24 +861,39 @@ def _next_step(turn: _Turn, setup: _Setup, output: Sequence[Any]) -> NextStep:
             return RunTools([_classify(setup, item)])
         if kind == "message" and setup.schema is None and len(item.content) == 1:
             part = item.content[0]
-            return FinalOutput(part.text if part.type == "output_text" else getattr(part, "refusal", ""))
+            if part.type == "output_text":
+                return FinalOutput(part.text or "")
     calls: list[ToolCallStep] = []
-    texts: list[str] = []
+    approvals: list[Any] = []
+    last_message = None
+    hosted = False
     for item in output:
         kind = item.type
         if kind == "function_call":
             calls.append(_classify(setup, item))
         elif kind == "message":
-            for part in item.content:
-                texts.append(part.text if part.type == "output_text" else getattr(part, "refusal", ""))
-    if calls:
-        return RunTools(calls)
+            last_message = item
+        elif kind == "mcp_approval_request":
+            approvals.append(item)
+        elif kind in HOSTED_ACTIVITY:
+            hosted = True
+    if calls or approvals:
+        return RunTools(calls, approvals)
+    if last_message is None:
+        return RunTools([]) if hosted else _final_text_output(turn, setup, "")
+    refusal = ItemHelpers.extract_refusal(last_message)
+    if refusal:
+        raise ModelRefusalError(refusal)
+    return _final_text_output(turn, setup, ItemHelpers.extract_text(last_message) or "")
+
+
+def _final_text_output(turn: _Turn, setup: _Setup, text: str) -> NextStep:
     if setup.schema is None:
-        return FinalOutput("".join(texts))
-    if not texts:
+        return FinalOutput(text)
+    if not text:
         return RUN_AGAIN
     try:
-        return FinalOutput(setup.schema.validate_json("".join(texts)))
+        return FinalOutput(setup.schema.validate_json(text))
     except ModelBehaviorError as error:
         raise OutputValidationError(
             f"Agent {turn.agent.name!r} answered with output that does not match its output_type: {error}",
@@ -820,24 +901,59 @@ def _next_step(turn: _Turn, setup: _Setup, output: Sequence[Any]) -> NextStep:
         ) from error
 
 
-def _stop_after_tools(agent: Agent, results: list[tuple[int, str, Any]]) -> FinalOutput | None:
-    """`tool_use_behavior` as in the SDK: a function tool's output may end the turn."""
+async def _stop_after_tools(turn: _Turn, results: list[ToolResult]) -> FinalOutput | None:
+    """`tool_use_behavior` as in the SDK: a function tool's output may end the turn; with no `output_type` (or
+    `str`) that output becomes its `str()`, as under `Runner`."""
+    agent = turn.agent
     behavior = agent.tool_use_behavior
     if behavior == "run_llm_again" or not results:
         return None
     results = sorted(results, key=lambda result: result[0])  # call order, whatever finished first
+    found: FinalOutput | None = None
     if behavior == "stop_on_first_tool":
-        return FinalOutput(results[0][2])
-    if isinstance(behavior, dict):
-        stop_at: StopAtTools = behavior
-        for _, tool_name, output in results:
-            if tool_name in stop_at["stop_at_tool_names"]:
-                return FinalOutput(output)
-        return None
-    raise ConfigError(
-        f"Agent {agent.name!r}: a function as tool_use_behavior is not supported by agency_swarm's loop; "
-        "use 'run_llm_again', 'stop_on_first_tool' or StopAtTools."
-    )
+        found = FinalOutput(results[0][3])
+    elif isinstance(behavior, dict):
+        names = behavior.get("stop_at_tool_names", [])
+        for _, tool, _, output in results:
+            if tool.name in names or tool.qualified_name in names:
+                found = FinalOutput(output)
+                break
+    elif callable(behavior):
+        found = await _decided_by(turn, behavior, results)
+    else:
+        raise ConfigError(f"Agent {agent.name!r}: invalid tool_use_behavior {behavior!r}.")
+    if found is not None and (agent.output_type is None or agent.output_type is str):
+        found.output = str(found.output)
+    return found
+
+
+async def _decided_by(turn: _Turn, behavior: Any, results: list[ToolResult]) -> FinalOutput | None:
+    """A custom `tool_use_behavior` function, given the SDK's `FunctionToolResult`s."""
+    agent = turn.agent
+    tool_results = [
+        FunctionToolResult(tool=tool, output=output, run_item=ToolCallOutputItem(
+            agent=agent, raw_item=output_item(call, output), output=output,
+        ))
+        for _, tool, call, output in results
+    ]
+    decided = behavior(turn.run.context(), tool_results)
+    if inspect.isawaitable(decided):
+        decided = await decided
+    if not isinstance(decided, ToolsToFinalOutputResult):
+        raise UserError(
+            f"Agent {agent.name!r}: a tool_use_behavior callable must return ToolsToFinalOutputResult."
+        )
+    return FinalOutput(decided.final_output) if decided.is_final_output else None
+
+
+async def _answer_mcp_approvals(turn: _Turn, setup: _Setup, requests: list[Any]) -> None:
+    """Each hosted MCP approval request answered by its server's callback; the answers join the thread."""
+    responses = await mcp_approval_responses(requests, setup.tools, turn.run.context())
+    stored = turn.thread.add(responses)
+    if stored is not None:
+        await stored
+    if turn.emit is not None:
+        await _emit_hosted(turn, responses)
 
 
 # -- tools and sends ------------------------------------------------------------------------------
@@ -860,8 +976,9 @@ class _Calls:
         self.outputs: list[Any] = [_PENDING] * len(calls)
         self.items: list[dict[str, Any] | None] = []
         """One per call settled so far, in call order; None for a call waiting for approval."""
-        self.results: list[tuple[int, str, Any]] = []
-        """(call index, tool name, output) of the function tools that ran, for tool_use_behavior."""
+        self.results: list[ToolResult] = []
+        """(call index, tool, call, output) of the function tools that ran or were refused, for
+        tool_use_behavior."""
         self.awaiting = False
         self.lock = asyncio.Lock() if len(calls) > 1 else None  # only parallel calls settle from several tasks
 
@@ -926,7 +1043,7 @@ async def _run_call(
     step: ToolCallStep,
     outputs: list[Any],
     index: int,
-    results: list[tuple[int, str, Any]],
+    results: list[ToolResult],
     emit: EmitEvent | None,
 ) -> None:
     agent, run = turn.agent, turn.run
@@ -959,12 +1076,15 @@ async def _run_call(
                 return
             if verdict == "reject":
                 outputs[index] = rejected_output(call.name)
-                return
-            if turn.span is None:
-                outputs[index] = await run_function_tool(agent, tool, call, run, turn.wiring)
             else:
-                outputs[index] = await _traced_tool(turn, tool, call)
-            results.append((index, call.name, outputs[index]))
+                try:
+                    if turn.span is None:
+                        outputs[index] = await run_function_tool(agent, tool, call, run, turn.wiring)
+                    else:
+                        outputs[index] = await _traced_tool(turn, tool, call)
+                except Exception as error:  # a tripped tool guardrail, or a tool with failure_error_function=None
+                    raise _tool_failure(error, tool, outputs, index) from error
+            results.append((index, tool, call, outputs[index]))
         case UnknownTool():
             if emit is not None:
                 await emit(ToolCalled(
@@ -975,6 +1095,14 @@ async def _run_call(
             outputs[index] = unknown_tool_output(call.name, available)
         case _:
             assert_never(step)
+
+
+def _tool_failure(error: Exception, tool: FunctionTool, outputs: list[Any], index: int) -> Exception:
+    """What ends the turn when a tool call raises, as under `Runner`: the SDK's own exceptions as they are, any
+    other wrapped in `UserError`. The call's output (the thread keeps it) says why."""
+    failure = error if isinstance(error, AgentsException) else UserError(f"Error running tool {tool.name}: {error}")
+    outputs[index] = f"Error: {failure}"
+    return failure
 
 
 async def _approval(turn: _Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> str:
@@ -1014,6 +1142,11 @@ def rejected_output(tool_name: str) -> str:
 async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int, emit: EmitEvent | None) -> None:
     """Check chart, depth and re-entry; then run the recipient one level deeper. Refusals become outputs."""
     wiring, run, sender, call = turn.wiring, turn.run, turn.agent.name, step.call
+    if emit is not None:  # every call has its tool_called, so consumers can pair it with its tool_output
+        await emit(ToolCalled(
+            agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
+            call_id=call.call_id, arguments=call.arguments,
+        ))
     request = parse_send_request(call.arguments, wiring.recipients)
     if isinstance(request, str):
         outputs[index] = request

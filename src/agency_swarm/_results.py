@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from agents import Usage
+from agents import ToolInputGuardrailResult, ToolOutputGuardrailResult, Usage
 from openai.types.responses import ResponseUsage
 from openai.types.responses.response_usage import OutputTokensDetails
 
@@ -49,6 +49,10 @@ class RunResult:
     """The name of the agent that answered."""
     interruptions: list[Interruption] = field(default_factory=list)
     """Tool calls waiting for approval (nested agents' included); empty unless the turn paused."""
+    tool_input_guardrail_results: list[ToolInputGuardrailResult] = field(repr=False, default_factory=list)
+    """Every function tool input guardrail that ran in the turn (nested agents' included), in order."""
+    tool_output_guardrail_results: list[ToolOutputGuardrailResult] = field(repr=False, default_factory=list)
+    """Every function tool output guardrail that ran in the turn, in order."""
     usage_records: list[tuple[tuple[str, str], Any]] = field(repr=False, default_factory=list)
     """((agent, model name), the usage that model call reported) for every model call of the turn, in order."""
 

@@ -46,6 +46,8 @@ class ChatPrinter(Printer):
                 self._print(depth, f"{agent} wants to call {tool}({_short(arguments)}): waiting for your approval")
             case AgentStarted(depth=0) if self.resuming or not self.echo_user:
                 pass
+            case ToolCalled(tool="send_message"):
+                pass  # message_sent follows; a refused send shows its tool_output
             case MessageSent(call_id=call_id) | ToolCalled(call_id=call_id) if call_id in self._shown_calls:
                 pass
             case MessageSent(call_id=call_id) | ToolCalled(call_id=call_id):

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from . import _sdk
 from ._direct_call import call_function, direct_call, parsed_arguments, replaying, takes_tool_context
+from ._tool_guardrails import check_tool_input, check_tool_output
 
 if TYPE_CHECKING:
     from ._agent import Agent, Wiring
@@ -178,13 +179,16 @@ async def run_function_tool(
     direct = direct_call(tool) if tool.timeout_seconds is None else None
     parsed = None if direct is None else parsed_arguments(direct, call.arguments)
     hooks = agent.hooks
-    if direct is not None and parsed is not None and hooks is None and not direct.takes_context:
+    guarded = bool(tool.tool_input_guardrails or tool.tool_output_guardrails)
+    if direct is not None and parsed is not None and hooks is None and not direct.takes_context and not guarded:
         try:  # the usual tool: no one reads its ToolContext unless it fails
             return await call_function(direct, None, parsed)
         except Exception as error:
             context = tool_context(run, call, agent, run_config)
             return await _invoked(replaying(tool, error), tool, context, call.arguments, show)
     context = tool_context(run, call, agent, run_config)
+    if guarded:
+        return await _guarded(agent, tool, call, context, run, show)
     if hooks is not None:
         await hooks.on_tool_start(context, agent, tool)
     if direct is not None and parsed is not None:
@@ -199,6 +203,27 @@ async def run_function_tool(
     return output
 
 
+async def _guarded(
+    agent: Agent, tool: FunctionTool, call: ResponseFunctionToolCall, context: ToolContext[Any], run: ToolRun,
+    show: bool,
+) -> Any:
+    """A tool with guardrails, in `Runner`'s order: input guardrails (a rejection means the tool never runs and no
+    hook sees it), on_tool_start, the SDK's own invocation, output guardrails, then on_tool_end with what the model
+    will read."""
+    log = getattr(run, "guardrail_log", None)
+    rejected = await check_tool_input(tool, context, agent, log)
+    if rejected is not None:
+        return rejected
+    hooks = agent.hooks
+    if hooks is not None:
+        await hooks.on_tool_start(context, agent, tool)
+    output = await _invoked(tool.on_invoke_tool, tool, context, call.arguments, show)
+    output = await check_tool_output(tool, context, agent, output, log)
+    if hooks is not None:
+        await hooks.on_tool_end(context, agent, tool, output)
+    return output
+
+
 async def _invoked(
     invoker: Callable[[ToolContext[Any], str], Awaitable[Any]],
     tool: FunctionTool,
@@ -206,8 +231,8 @@ async def _invoked(
     arguments: str,
     show: bool,
 ) -> Any:
-    """The SDK's own invocation: its argument handling, timeout and failure formatting; never raises for tool
-    errors."""
+    """The SDK's own invocation: its argument handling, timeout and failure formatting. It raises only for a tool
+    built with `failure_error_function=None`: its user asked for the error to end the turn, as under `Runner`."""
     untraced = Scope.get_current_span() is None and Scope.get_current_trace() is None
     token = Scope.set_current_span(_NO_SPAN) if untraced else None
     try:
@@ -216,8 +241,6 @@ async def _invoked(
         ):  # a replayed failure, or an invoker the SDK would call with this very context and no timeout
             return await invoker(context, arguments)
         return await invoke_function_tool(function_tool=tool, context=context, arguments=arguments)
-    except Exception as error:  # a tool without a failure_error_function raised; tell the model
-        return failure_output(context, context.tool_name, error, show=show)
     finally:
         if token is not None:
             Scope.reset_current_span(token)

@@ -32,6 +32,7 @@ from openai.types.responses import (
     ResponseUsage,
 )
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
+from pydantic import BaseModel
 
 __all__ = [
     "Fail",
@@ -83,8 +84,10 @@ def send_message(recipient: str, message: str, additional_instructions: str | No
     )
 
 
-Step: TypeAlias = "str | Text | ToolCall | Fail | Sequence[ToolCall | Text]"
-"""One model response. A list means several output items at once (e.g. parallel tool calls)."""
+Step: TypeAlias = "str | Text | ToolCall | Fail | BaseModel | Sequence[str | ToolCall | Text | BaseModel]"
+"""One model response. A list means several output items at once (e.g. parallel tool calls). Any other
+Responses-API output item (a `ResponseReasoningItem`, a hosted web search call, an `McpApprovalRequest`...) is
+returned as it is."""
 
 
 @dataclass(kw_only=True)
@@ -201,14 +204,16 @@ class ScriptedModel(Model):
             total_tokens=self._input_tokens + self._output_tokens,
         )
 
-    def _items(self, step: Step) -> list[ResponseOutputMessage | ResponseFunctionToolCall]:
+    def _items(self, step: Step) -> list[Any]:
         if isinstance(step, Fail):
             raise step.error
         if isinstance(step, str):
             step = Text(step)
-        parts = [step] if isinstance(step, (Text, ToolCall)) else list(step)
-        items: list[ResponseOutputMessage | ResponseFunctionToolCall] = []
+        parts = [step] if isinstance(step, (Text, ToolCall, BaseModel)) else list(step)
+        items: list[Any] = []
         for part in parts:
+            if isinstance(part, str):
+                part = Text(part)
             if isinstance(part, Text):
                 items.append(_message(part.text))
             elif isinstance(part, ToolCall):
@@ -217,8 +222,13 @@ class ScriptedModel(Model):
                     type="function_call", id=f"fc_{_RUN}_{number}", call_id=f"call_{_RUN}_{number}", name=part.name,
                     arguments=part.arguments_json, status="completed",
                 ))
+            elif isinstance(part, BaseModel) and isinstance(getattr(part, "type", None), str):
+                items.append(part)  # any other output item, as the API would return it
             else:
-                raise TypeError(f"{self.name}: a script step must be str, Text, ToolCall, Fail or a list; got {part!r}")
+                raise TypeError(
+                    f"{self.name}: a script step must be str, Text, ToolCall, Fail, an output item or a list; "
+                    f"got {part!r}"
+                )
         return items
 
     # -- agents.Model -----------------------------------------------------------------------------
@@ -267,7 +277,12 @@ class ScriptedModel(Model):
             raise step.error
         output = self._items(step)
         for item in output:
-            stream = events.text(item) if isinstance(item, ResponseOutputMessage) else events.call(item)
+            if isinstance(item, ResponseOutputMessage):
+                stream = events.text(item)
+            elif isinstance(item, ResponseFunctionToolCall):
+                stream = events.call(item)
+            else:
+                stream = events.item(item)
             for event in stream:
                 yield event
         yield events.completed(output, self._usage())
@@ -338,6 +353,17 @@ class _Events:
                                         sequence_number=next(seq)),
         ]
         return events
+
+    def item(self, item: Any) -> list[ResponseStreamEvent]:
+        """Any other output item: added, then done."""
+        index, seq = self.index, self.sequence
+        self.index += 1
+        return [
+            ResponseOutputItemAddedEvent(type="response.output_item.added", item=item, output_index=index,
+                                         sequence_number=next(seq)),
+            ResponseOutputItemDoneEvent(type="response.output_item.done", item=item, output_index=index,
+                                        sequence_number=next(seq)),
+        ]
 
     def call(self, item: ResponseFunctionToolCall) -> list[ResponseStreamEvent]:
         index, seq = self.index, self.sequence
