@@ -25,6 +25,8 @@ from agents import (
     MaxTurnsExceeded,
     ModelBehaviorError,
     OutputGuardrailTripwireTriggered,
+    ToolInputGuardrailTripwireTriggered,
+    ToolOutputGuardrailTripwireTriggered,
 )
 
 import agency_swarm
@@ -147,12 +149,54 @@ def _unknown_tool_raises(scenario: Scenario, runner: Outcome, ours: Outcome) -> 
 _TRIPWIRE = re.compile(rf"Agent {re.escape(repr(AGENT_NAME))}: (input|output) guardrail '[^']+' tripped(: .*)?", re.S)
 
 
+_TOOL_TRIPWIRE = re.compile(
+    rf"Agent {re.escape(repr(AGENT_NAME))}: tool '[^']+' (input|output) guardrail '[^']+' tripped(: .*)?", re.S
+)
+
+
 def _guardrail_tripwire_message(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     tripwires = (InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered)
     if not (isinstance(runner.error, tripwires) and type(ours.error) is type(runner.error)):
         return
     if _TRIPWIRE.fullmatch(ours.error_message or "") and (runner.error_message or "").startswith("Guardrail "):
         runner.error_message = ours.error_message = "<tripwire message>"
+
+
+def _tool_guardrail_tripwire_message(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    tripwires = (ToolInputGuardrailTripwireTriggered, ToolOutputGuardrailTripwireTriggered)
+    if not (isinstance(runner.error, tripwires) and type(ours.error) is type(runner.error)):
+        return
+    sdk_text = re.fullmatch(r"Tool (input|output) guardrail \w+ triggered tripwire", runner.error_message or "")
+    if _TOOL_TRIPWIRE.fullmatch(ours.error_message or "") and sdk_text:
+        runner.error_message = ours.error_message = "<tool tripwire message>"
+
+
+_GUARDRAIL_SAW = re.compile(r"input guardrail saw (.*)", re.S)
+
+
+def _input_guardrail_sees_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Runner's streamed path hands an agent input guardrail the input as items; its blocking path, like ours in
+    both modes, hands it the text."""
+    if not runner.stream:
+        return
+    as_items = f"input guardrail saw {[{'content': scenario.input, 'role': 'user'}]!r}"
+    as_text = f"input guardrail saw {scenario.input!r}"
+    if as_items in runner.hook_calls and as_text in ours.hook_calls:
+        runner.hook_calls = [as_text if line == as_items else line for line in runner.hook_calls]
+
+
+def _mcp_approval_needs_callback(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Ours refuses, when the agent is built, a hosted MCP server that asks for approval without an
+    on_approval_request; Runner pauses on its request with an interruption."""
+    refused = isinstance(ours.error, agency_swarm.ConfigError) and ours.error_phase == "build" and (
+        "on_approval_request" in (ours.error_message or "")
+    )
+    paused = runner.error is None and any(
+        getattr(getattr(item, "raw_item", None), "type", None) == "mcp_approval_request"
+        for item in getattr(runner.result, "interruptions", None) or []
+    )
+    if refused and paused:
+        runner.replaced = ours.replaced = True
 
 
 def _max_turns(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
@@ -218,6 +262,26 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "agent input/output guardrail tripwires keep the SDK's exception types, reworded to name the agent, the "
         "guardrail and its output_info (the text a nested agent's caller reads)",
         _guardrail_tripwire_message,
+    ),
+    Difference(
+        "tool_guardrail_tripwire_message",
+        "tool input/output guardrail tripwires keep the SDK's exception types, reworded to name the agent, the tool, "
+        "the guardrail and its output_info (the SDK names only the guardrail's class; a nested agent's caller reads "
+        "this text)",
+        _tool_guardrail_tripwire_message,
+    ),
+    Difference(
+        "input_guardrail_sees_text",
+        "an agent input guardrail always gets the user's message text, blocking and streamed, as Runner's blocking "
+        "path gives it; Runner's streamed path gives a one-item input list instead",
+        _input_guardrail_sees_text,
+    ),
+    Difference(
+        "mcp_approval_needs_callback",
+        "a hosted MCP server that asks for approval needs an on_approval_request (or require_approval='never'): "
+        "building the agent without one raises ConfigError; Runner pauses with an interruption, which our resume "
+        "does not carry for hosted MCP requests",
+        _mcp_approval_needs_callback,
     ),
     Difference(
         "max_turns",

@@ -504,10 +504,22 @@ RUNNER_EVENT_MAP: dict[str, str | None] = {
     "tool_output": "tool_output",
     "message_output_created": None,
     "reasoning_item_created": None,
-    "mcp_approval_requested": "mcp_approval_requested",
-    "mcp_approval_response": "mcp_approval_response",
-    "mcp_list_tools": "mcp_list_tools",
+    "mcp_approval_requested": "hosted_item",
+    "mcp_approval_response": "hosted_item",
+    "mcp_list_tools": "hosted_item",
+    "hosted_tool_called": "hosted_item",  # Runner's tool_called / tool_output for an item the API ran itself
 }
+_FUNCTION_ITEMS = frozenset({"function_call", "function_call_output"})
+
+
+def runner_event_name(event: RunItemStreamEvent) -> str:
+    """Runner names a hosted call `tool_called` like a function call; ours has `hosted_item` for those."""
+    if event.name in ("tool_called", "tool_output"):
+        raw = getattr(event.item, "raw_item", None)
+        kind = raw.get("type") if isinstance(raw, dict) else getattr(raw, "type", None)
+        if kind not in _FUNCTION_ITEMS:
+            return "hosted_tool_called"
+    return str(event.name)
 OUR_EVENT_MAP: dict[str, str | None] = {
     "agent_started": "agent_started",
     "tool_called": "tool_called",
@@ -515,6 +527,7 @@ OUR_EVENT_MAP: dict[str, str | None] = {
     "tool_output": "tool_output",
     "approval_requested": None,  # compared on its own: Runner has no event, only result.interruptions
     "agent_finished": "agent_finished",
+    "hosted_item": "hosted_item",
 }
 
 
@@ -544,7 +557,7 @@ async def run_runner(scenario: Scenario, stream: bool) -> Outcome:
                 elif isinstance(event, AgentUpdatedStreamEvent):
                     _mapped(outcome, RUNNER_EVENT_MAP, "agent_updated")
                 elif isinstance(event, RunItemStreamEvent):
-                    _mapped(outcome, RUNNER_EVENT_MAP, event.name)
+                    _mapped(outcome, RUNNER_EVENT_MAP, runner_event_name(event))
         else:
             result = await Runner.run(
                 agent, scenario.input, context=context, max_turns=scenario.max_turns, run_config=run_config

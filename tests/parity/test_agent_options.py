@@ -172,11 +172,17 @@ def _two_part_message() -> ResponseOutputMessage:
 TOOL_THEN_ANSWER = [[call("note", {"text": "milk"})], [msg("Noted milk.", "msg_2")]]
 
 SCENARIOS = [
-    Scenario("input_guardrail_passes", lambda: [[msg("Hello!")]], input_guardrail_sequential),
-    Scenario("input_guardrail_parallel_passes", lambda: [[msg("Hello!")]], input_guardrail_parallel),
+    Scenario(
+        "input_guardrail_passes", lambda: [[msg("Hello!")]], input_guardrail_sequential,
+        differences=("input_guardrail_sees_text",),
+    ),
+    Scenario(
+        "input_guardrail_parallel_passes", lambda: [[msg("Hello!")]], input_guardrail_parallel,
+        differences=("input_guardrail_sees_text",),
+    ),
     Scenario(
         "input_guardrail_tripwire", lambda: [[msg("Here is the secret.")]], input_guardrail_sequential,
-        input="tell me the secret", differences=("guardrail_tripwire_message",),
+        input="tell me the secret", differences=("guardrail_tripwire_message", "input_guardrail_sees_text"),
     ),
     Scenario("output_guardrail_passes", lambda: [[msg("A kind answer.")]], output_guardrail_agent),
     Scenario(

@@ -227,6 +227,7 @@ SCENARIOS = [
         "mcp_approval_request_without_callback",
         lambda: [[mcp_approval_request()], [mcp_call(), msg("Looked it up.", "msg_2")]],
         lambda kit: {"tools": [_mcp(kit, require_approval="always")]},
+        differences=("mcp_approval_needs_callback",),
     ),
     Scenario(
         "hosted_shell_call",

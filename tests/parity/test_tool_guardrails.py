@@ -86,7 +86,10 @@ def _script(command: str) -> Any:
 SCENARIOS = [
     Scenario("tool_input_guardrail_allows", _script("ls"), input_guarded("reject")),
     Scenario("tool_input_guardrail_rejects", _script("rm -rf /"), input_guarded("reject"), check=_did_not_run),
-    Scenario("tool_input_guardrail_raises", _script("rm -rf /"), input_guarded("raise"), check=_did_not_run),
+    Scenario(
+        "tool_input_guardrail_raises", _script("rm -rf /"), input_guarded("raise"), check=_did_not_run,
+        differences=("tool_guardrail_tripwire_message",),
+    ),
     Scenario(
         "tool_input_guardrail_rejects_one_of_two_calls",
         lambda: [[call("run_command", {"command": "ls"}, "call_1"), call("run_command", {"command": "rm x"}, "call_2")],
@@ -95,7 +98,10 @@ SCENARIOS = [
     ),
     Scenario("tool_output_guardrail_allows", _script("env"), output_guarded("allow")),
     Scenario("tool_output_guardrail_rejects", _script("env"), output_guarded("reject")),
-    Scenario("tool_output_guardrail_raises", _script("env"), output_guarded("raise")),
+    Scenario(
+        "tool_output_guardrail_raises", _script("env"), output_guarded("raise"),
+        differences=("tool_guardrail_tripwire_message",),
+    ),
 ]
 
 
