@@ -185,27 +185,26 @@ async def run_function_tool(
             return await call_function(direct, None, parsed)
         except Exception as error:
             context = tool_context(run, call, agent, run_config)
-            return await _invoked(replaying(tool, error), tool, context, call.arguments, show)
+            return await _invoked(replaying(tool, error), tool, context, call.arguments)
     context = tool_context(run, call, agent, run_config)
     if guarded:
-        return await _guarded(agent, tool, call, context, run, show)
+        return await _guarded(agent, tool, call, context, run)
     if hooks is not None:
         await hooks.on_tool_start(context, agent, tool)
     if direct is not None and parsed is not None:
         try:
             output = await call_function(direct, context, parsed)
         except Exception as error:  # the SDK's failure handling decides what the model reads
-            output = await _invoked(replaying(tool, error), tool, context, call.arguments, show)
+            output = await _invoked(replaying(tool, error), tool, context, call.arguments)
     else:
-        output = await _invoked(tool.on_invoke_tool, tool, context, call.arguments, show)
+        output = await _invoked(tool.on_invoke_tool, tool, context, call.arguments)
     if hooks is not None:
         await hooks.on_tool_end(context, agent, tool, output)
     return output
 
 
 async def _guarded(
-    agent: Agent, tool: FunctionTool, call: ResponseFunctionToolCall, context: ToolContext[Any], run: ToolRun,
-    show: bool,
+    agent: Agent, tool: FunctionTool, call: ResponseFunctionToolCall, context: ToolContext[Any], run: ToolRun
 ) -> Any:
     """A tool with guardrails, in `Runner`'s order: input guardrails (a rejection means the tool never runs and no
     hook sees it), on_tool_start, the SDK's own invocation, output guardrails, then on_tool_end with what the model
@@ -217,7 +216,7 @@ async def _guarded(
     hooks = agent.hooks
     if hooks is not None:
         await hooks.on_tool_start(context, agent, tool)
-    output = await _invoked(tool.on_invoke_tool, tool, context, call.arguments, show)
+    output = await _invoked(tool.on_invoke_tool, tool, context, call.arguments)
     output = await check_tool_output(tool, context, agent, output, log)
     if hooks is not None:
         await hooks.on_tool_end(context, agent, tool, output)
@@ -229,7 +228,6 @@ async def _invoked(
     tool: FunctionTool,
     context: ToolContext[Any],
     arguments: str,
-    show: bool,
 ) -> Any:
     """The SDK's own invocation: its argument handling, timeout and failure formatting. It raises only for a tool
     built with `failure_error_function=None`: its user asked for the error to end the turn, as under `Runner`."""
