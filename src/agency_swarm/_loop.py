@@ -127,7 +127,7 @@ ToolResult = tuple[int, FunctionTool, ResponseFunctionToolCall, Any]
 @dataclass(slots=True)
 class RunTools:
     calls: list[ToolCallStep]
-    mcp_approvals: list[Any] = dataclasses.field(default_factory=list)
+    mcp_approvals: Sequence[Any] = ()
     """Hosted MCP approval requests, answered by their server's on_approval_request after the calls ran."""
 
 
@@ -140,7 +140,7 @@ class _Run:
     """Shared by every agent of one top-level turn: context, usage budget, sends still waiting for replies."""
 
     __slots__ = (
-        "_wrapper", "approved", "chat_id", "guardrail_log", "interruptions", "open_pairs", "rejected", "streaming",
+        "_guardrail_log", "_wrapper", "approved", "chat_id", "interruptions", "open_pairs", "rejected", "streaming",
         "trace", "usage_records", "user_context",
     )
 
@@ -164,7 +164,7 @@ class _Run:
         self.interruptions: list[Interruption] = []
         self.trace: TurnTrace | None = None
         """None when tracing is off: then no span is made anywhere in the turn."""
-        self.guardrail_log = GuardrailLog()
+        self._guardrail_log: GuardrailLog | None = None
 
     def context(self) -> AgentHookContext[Any]:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
@@ -174,6 +174,13 @@ class _Run:
                 totals.add(usage)
             self._wrapper = AgentHookContext(context=self.user_context, usage=totals.to_usage())
         return self._wrapper
+
+    @property
+    def guardrail_log(self) -> GuardrailLog:
+        """Every tool guardrail result of the turn (made when the first guarded tool runs)."""
+        if self._guardrail_log is None:
+            self._guardrail_log = GuardrailLog()
+        return self._guardrail_log
 
     def record(self, key: tuple[str, str], usage: Any) -> None:
         """Keep one model response's usage under (agent, model name); it is summed only when someone asks."""
@@ -320,9 +327,9 @@ async def _entry_turn(
         agent=turn.agent.name,
         usage_records=run.usage_records,
         interruptions=run.interruptions,
-        tool_input_guardrail_results=run.guardrail_log.inputs,
-        tool_output_guardrail_results=run.guardrail_log.outputs,
     )
+    if run._guardrail_log is not None:
+        result.tool_guardrails = run._guardrail_log
     if stream is not None:
         stream._finish(result)
     return result
@@ -438,7 +445,12 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
     """
     agent, run, emit = turn.agent, turn.run, turn.emit
     name, caller, depth, chat_id = agent.name, turn.caller, turn.depth, run.chat_id
-    await _start(turn, message)
+    if emit is not None or agent.input_guardrails or agent.hooks is not None:
+        await _start(turn, message)
+    elif message is not None:  # the plain agent: its message joins the thread, nothing else to tell
+        stored = turn.thread.add([{"role": "user", "content": message}])
+        if stored is not None:
+            await stored
     setup = _reused_setup(turn, additional_instructions) or await _prepare(turn, additional_instructions)
     model_settings = agent.model_settings
     step: NextStep = RUN_AGAIN if message is not None else _resumed_step(turn, setup)
@@ -460,12 +472,10 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
                     model_settings = dataclasses.replace(model_settings, tool_choice=None)
             case _:
                 assert_never(step)
-        if steps == agent.max_steps:
-            raise MaxStepsExceeded(agent=name, chat_id=chat_id, depth=depth, max_steps=agent.max_steps)
         if steps and setup.sources is None:  # built per call, as `Runner` does: dynamic instructions, tools, MCP
             setup = await _prepare(turn, additional_instructions)
+        step = await _model_step(turn, setup, model_settings, steps)
         steps += 1
-        step = await _model_step(turn, setup, model_settings)
     if agent.output_guardrails or agent.hooks is not None:
         await _before_finishing(turn, step.output)
     turn.output = step.output
@@ -478,23 +488,37 @@ async def _run_tools(turn: _Turn, setup: _Setup, step: RunTools) -> FinalOutput 
 
     Calls waiting for approval pause the turn (`turn.paused`): they stay without outputs until resume decides.
     """
-    outcome = await _run_calls(turn, setup, step.calls) if step.calls else None
+    calls = step.calls
+    state = _Calls(turn.thread, calls)
+    if calls:
+        try:
+            if len(calls) == 1:
+                await _run_call(turn, setup, calls[0], state.outputs, 0, state.results, turn.emit)
+            else:
+                await _run_parallel(turn, setup, state)
+        finally:
+            await state.settle(final=True)  # also on failure or cancellation: every function_call gets its output
+        if turn.emit is not None:
+            await _emit_outputs(turn, state)
     if step.mcp_approvals:
         await _answer_mcp_approvals(turn, setup, step.mcp_approvals)
-    if outcome is None:
-        return None
-    if outcome.awaiting:
+    if _AWAITING in state.outputs:
         turn.paused = True
         return None
-    return await _stop_after_tools(turn, outcome.results)
+    if turn.agent.tool_use_behavior == "run_llm_again" or not state.results:
+        return None
+    return await _stop_after_tools(turn, state.results)
 
 
-async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any) -> NextStep:
-    """One model call: its usage counted, its output items stored, and what they ask for next."""
+async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any, steps: int) -> NextStep:
+    """One model call (unless the agent made `max_steps` already): its usage counted, its output items stored, and
+    what they ask for next."""
+    agent = turn.agent
+    if steps == agent.max_steps:
+        raise MaxStepsExceeded(agent=agent.name, chat_id=turn.run.chat_id, depth=turn.depth, max_steps=steps)
     if turn.run.streaming:
         output, usage = await _stream_model(turn, setup, model_settings)
     else:
-        agent = turn.agent
         plain = agent.hooks is None and agent.prompt is None and turn.span is None
         direct = setup.model.direct if plain else None  # then the loop calls the model itself (see _after_failure)
         try:
@@ -507,7 +531,7 @@ async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any) -> NextSt
         output, usage = response.output, response.usage
     turn.run.record(setup.usage_key, usage)
     usual = len(output) == 1 and output[0].type in _USUAL
-    items = list(map(stored_item, output)) if usual else unusual_items(output, setup.tools)
+    items = [stored_item(output[0])] if usual else unusual_items(output, setup.tools)
     stored = turn.thread.add(items)
     if stored is not None:
         await stored
@@ -946,7 +970,7 @@ async def _decided_by(turn: _Turn, behavior: Any, results: list[ToolResult]) -> 
     return FinalOutput(decided.final_output) if decided.is_final_output else None
 
 
-async def _answer_mcp_approvals(turn: _Turn, setup: _Setup, requests: list[Any]) -> None:
+async def _answer_mcp_approvals(turn: _Turn, setup: _Setup, requests: Sequence[Any]) -> None:
     """Each hosted MCP approval request answered by its server's callback; the answers join the thread."""
     responses = await mcp_approval_responses(requests, setup.tools, turn.run.context())
     stored = turn.thread.add(responses)
@@ -969,7 +993,7 @@ class _Calls:
     A crash while a slow call runs then loses only the outputs that did not exist yet.
     """
 
-    __slots__ = ("awaiting", "calls", "items", "lock", "outputs", "results", "thread")
+    __slots__ = ("calls", "items", "lock", "outputs", "results", "thread")
 
     def __init__(self, thread: ConversationThread, calls: list[ToolCallStep]) -> None:
         self.thread, self.calls = thread, calls
@@ -979,7 +1003,6 @@ class _Calls:
         self.results: list[ToolResult] = []
         """(call index, tool, call, output) of the function tools that ran or were refused, for
         tool_use_behavior."""
-        self.awaiting = False
         self.lock = asyncio.Lock() if len(calls) > 1 else None  # only parallel calls settle from several tasks
 
     async def settle(self, *, final: bool = False) -> None:
@@ -1011,22 +1034,12 @@ class _Calls:
         return self.thread.add(ready)
 
 
-async def _run_calls(turn: _Turn, setup: _Setup, calls: list[ToolCallStep]) -> _Calls:
-    """Run one response's calls (concurrently when several); store each output as soon as all before it exist."""
-    state = _Calls(turn.thread, calls)
-    try:
-        if len(calls) == 1:
-            await _run_call(turn, setup, calls[0], state.outputs, 0, state.results, turn.emit)
-        else:
-            await _run_parallel(turn, setup, state)
-    finally:
-        await state.settle(final=True)  # also on failure or cancellation: every function_call gets its output
-    state.awaiting = _AWAITING in state.outputs
+async def _emit_outputs(turn: _Turn, state: _Calls) -> None:
+    """A `tool_output` for each call that got its output (not those waiting for approval), in call order."""
     emit = turn.emit
-    if emit is None:
-        return state
+    assert emit is not None
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
-    for step, item in zip(calls, state.items, strict=True):
+    for step, item in zip(state.calls, state.items, strict=True):
         if item is None:
             continue  # waiting for approval
         text = item["output"] if isinstance(item["output"], str) else json.dumps(item["output"])
@@ -1034,7 +1047,6 @@ async def _run_calls(turn: _Turn, setup: _Setup, calls: list[ToolCallStep]) -> _
             agent=name, caller=caller, depth=depth, chat_id=chat_id, tool=step.call.name,
             call_id=step.call.call_id, output=text,
         ))
-    return state
 
 
 async def _run_call(

@@ -16,6 +16,7 @@ from openai.types.responses.response_usage import OutputTokensDetails
 from . import _sdk
 from ._channel import TurnStart, drive
 from ._events import Event
+from ._tool_guardrails import GuardrailLog
 
 if TYPE_CHECKING:
     from ._cost import CostEstimate, ModelPrice
@@ -49,10 +50,8 @@ class RunResult:
     """The name of the agent that answered."""
     interruptions: list[Interruption] = field(default_factory=list)
     """Tool calls waiting for approval (nested agents' included); empty unless the turn paused."""
-    tool_input_guardrail_results: list[ToolInputGuardrailResult] = field(repr=False, default_factory=list)
-    """Every function tool input guardrail that ran in the turn (nested agents' included), in order."""
-    tool_output_guardrail_results: list[ToolOutputGuardrailResult] = field(repr=False, default_factory=list)
-    """Every function tool output guardrail that ran in the turn, in order."""
+    tool_guardrails: GuardrailLog | None = field(repr=False, default=None)
+    """The turn's tool guardrail results (None when no tool had guardrails); read them through the two properties."""
     usage_records: list[tuple[tuple[str, str], Any]] = field(repr=False, default_factory=list)
     """((agent, model name), the usage that model call reported) for every model call of the turn, in order."""
 
@@ -64,6 +63,16 @@ class RunResult:
         if totals is None:
             totals = self.__dict__["_totals"] = totals_by_model(self.usage_records)
         return totals
+
+    @property
+    def tool_input_guardrail_results(self) -> list[ToolInputGuardrailResult]:
+        """Every function tool input guardrail that ran in the turn (nested agents' included), in order."""
+        return [] if self.tool_guardrails is None else self.tool_guardrails.inputs
+
+    @property
+    def tool_output_guardrail_results(self) -> list[ToolOutputGuardrailResult]:
+        """Every function tool output guardrail that ran in the turn (nested agents' included), in order."""
+        return [] if self.tool_guardrails is None else self.tool_guardrails.outputs
 
     @property
     def paused(self) -> bool:
