@@ -1060,31 +1060,22 @@ async def _run_call(
 ) -> None:
     agent, run = turn.agent, turn.run
     call = step.call
+    if emit is not None:  # every call has its tool_called, so consumers can pair it with its tool_output
+        await emit(ToolCalled(
+            agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
+            call_id=call.call_id, arguments=call.arguments,
+        ))
     match step:
         case SendMessage():
             await _send(turn, step, outputs, index, emit)
         case FunctionToolCall(tool=tool):
-            if emit is not None:
-                await emit(ToolCalled(
-                    agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
-                    call_id=call.call_id, arguments=call.arguments,
-                ))
             if tool.needs_approval is False and not run.rejected:  # the usual tool: no decision to wait for
                 verdict = "run"
             else:
                 verdict = await _approval(turn, tool, call)
             if verdict == "wait":
                 outputs[index] = _AWAITING
-                interruption = Interruption(
-                    agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
-                    call_id=call.call_id, tool=call.name, arguments=call.arguments,
-                )
-                run.interruptions.append(interruption)
-                if emit is not None:
-                    await emit(ApprovalRequested(
-                        agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
-                        call_id=call.call_id, arguments=call.arguments,
-                    ))
+                await _wait_for_approval(turn, call, emit)
                 return
             if verdict == "reject":
                 outputs[index] = rejected_output(call.name)
@@ -1098,15 +1089,24 @@ async def _run_call(
                     raise _tool_failure(error, tool, outputs, index) from error
             results.append((index, tool, call, outputs[index]))
         case UnknownTool():
-            if emit is not None:
-                await emit(ToolCalled(
-                    agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
-                    call_id=call.call_id, arguments=call.arguments,
-                ))
             available = [*setup.function_tools, *([SEND_MESSAGE] if setup.can_send else [])]
             outputs[index] = unknown_tool_output(call.name, available)
         case _:
             assert_never(step)
+
+
+async def _wait_for_approval(turn: _Turn, call: ResponseFunctionToolCall, emit: EmitEvent | None) -> None:
+    """The call joins the turn's interruptions (and `approval_requested` is emitted): resume decides."""
+    run = turn.run
+    run.interruptions.append(Interruption(
+        agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
+        call_id=call.call_id, tool=call.name, arguments=call.arguments,
+    ))
+    if emit is not None:
+        await emit(ApprovalRequested(
+            agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
+            call_id=call.call_id, arguments=call.arguments,
+        ))
 
 
 def _tool_failure(error: Exception, tool: FunctionTool, outputs: list[Any], index: int) -> Exception:
@@ -1154,11 +1154,6 @@ def rejected_output(tool_name: str) -> str:
 async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int, emit: EmitEvent | None) -> None:
     """Check chart, depth and re-entry; then run the recipient one level deeper. Refusals become outputs."""
     wiring, run, sender, call = turn.wiring, turn.run, turn.agent.name, step.call
-    if emit is not None:  # every call has its tool_called, so consumers can pair it with its tool_output
-        await emit(ToolCalled(
-            agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
-            call_id=call.call_id, arguments=call.arguments,
-        ))
     request = parse_send_request(call.arguments, wiring.recipients)
     if isinstance(request, str):
         outputs[index] = request

@@ -47,7 +47,7 @@ import importlib
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents import FunctionTool, RunConfig, RunContextWrapper, Usage
 from agents.function_schema import FuncSchema
@@ -57,7 +57,14 @@ from openai.types.responses import ResponseFunctionToolCall
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from ._tools import ToolRun
+
+class ToolRun(Protocol):
+    """What a tool call needs of its turn: the user's context object, and the SDK run context on demand."""
+
+    user_context: Any
+
+    def context(self) -> RunContextWrapper[Any]: ...
+
 
 SHORTCUTS: bool = True
 """False: every call takes the SDK's public path (the parity tests run both ways and compare)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from agents import (
     FunctionTool,
@@ -14,7 +14,6 @@ from agents import (
     ModelBehaviorError,
     OutputGuardrailTripwireTriggered,
     RunConfig,
-    RunContextWrapper,
 )
 from agents.run_config import ToolErrorFormatterArgs
 from agents.tool import invoke_function_tool
@@ -27,6 +26,7 @@ from pydantic import ValidationError
 
 from . import _sdk
 from ._direct_call import call_function, direct_call, parsed_arguments, replaying, takes_tool_context
+from ._sdk import ToolRun
 from ._tool_guardrails import check_tool_input, check_tool_output
 
 if TYPE_CHECKING:
@@ -154,14 +154,6 @@ itself would then be dropped."""
 def unknown_tool_output(name: str, available: list[str]) -> str:
     listing = ", ".join(available) if available else "none"
     return f"Error: there is no tool named {name!r}. Available tools: {listing}."
-
-
-class ToolRun(Protocol):
-    """What a tool call needs of its turn: the user's context object, and the SDK run context on demand."""
-
-    user_context: Any
-
-    def context(self) -> RunContextWrapper[Any]: ...
 
 
 async def run_function_tool(
