@@ -36,17 +36,11 @@ async def check_tool_input(
 
     In order; the first guardrail that rejects stops the rest, and one that raises ends the turn.
     """
-    for guardrail in tool.tool_input_guardrails or ():
-        output = await guardrail.run(ToolInputGuardrailData(context=context, agent=agent))
-        if log is not None:
-            log.inputs.append(ToolInputGuardrailResult(guardrail=guardrail, output=output))
-        behavior = output.behavior
-        if behavior["type"] == "raise_exception":
-            error = ToolInputGuardrailTripwireTriggered(guardrail=guardrail, output=output)
-            raise _named(error, "input", guardrail.get_name(), output, agent, tool.name)
-        if behavior["type"] == "reject_content":
-            return str(behavior["message"])
-    return None
+    data = ToolInputGuardrailData(context=context, agent=agent)
+    kept = None if log is None else log.inputs
+    return await _first_rejection(
+        tool, tool.tool_input_guardrails, data, ToolInputGuardrailResult, ToolInputGuardrailTripwireTriggered, kept
+    )
 
 
 async def check_tool_output(
@@ -56,32 +50,42 @@ async def check_tool_output(
 
     Every guardrail sees the tool's real output, as under `Runner`.
     """
-    for guardrail in tool.tool_output_guardrails or ():
-        verdict = await guardrail.run(ToolOutputGuardrailData(context=context, agent=agent, output=output))
-        if log is not None:
-            log.outputs.append(ToolOutputGuardrailResult(guardrail=guardrail, output=verdict))
+    data = ToolOutputGuardrailData(context=context, agent=agent, output=output)
+    kept = None if log is None else log.outputs
+    rejection = await _first_rejection(
+        tool, tool.tool_output_guardrails, data, ToolOutputGuardrailResult, ToolOutputGuardrailTripwireTriggered, kept
+    )
+    return output if rejection is None else rejection
+
+
+async def _first_rejection(
+    tool: FunctionTool, guardrails: Any, data: Any, result_type: Any, tripwire_type: Any, kept: list[Any] | None
+) -> str | None:
+    """Run `guardrails` on `data` in order: the first `reject_content` message, None if all allow; a
+    `raise_exception` raises `tripwire_type`, reworded."""
+    for guardrail in guardrails or ():
+        verdict: ToolGuardrailFunctionOutput = await guardrail.run(data)
+        if kept is not None:
+            kept.append(result_type(guardrail=guardrail, output=verdict))
         behavior = verdict.behavior
         if behavior["type"] == "raise_exception":
-            error = ToolOutputGuardrailTripwireTriggered(guardrail=guardrail, output=verdict)
-            raise _named(error, "output", guardrail.get_name(), verdict, agent, tool.name)
+            tripwire = tripwire_type(guardrail=guardrail, output=verdict)
+            raise _named(tripwire, guardrail.get_name(), data.agent, tool.name)
         if behavior["type"] == "reject_content":
             return str(behavior["message"])
-    return output
+    return None
 
 
 def _named(
-    error: ToolInputGuardrailTripwireTriggered | ToolOutputGuardrailTripwireTriggered,
-    kind: str,
-    guardrail: str,
-    output: ToolGuardrailFunctionOutput,
-    agent: Any,
+    error: ToolInputGuardrailTripwireTriggered | ToolOutputGuardrailTripwireTriggered, guardrail: str, agent: Any,
     tool: str,
 ) -> ToolInputGuardrailTripwireTriggered | ToolOutputGuardrailTripwireTriggered:
     """The SDK's exception, reworded to name the agent, the tool, the guardrail and what it reported.
 
     The SDK's text names only the guardrail class; for a nested agent this text is what its caller's model reads.
     """
-    info = output.output_info
+    kind = "input" if isinstance(error, ToolInputGuardrailTripwireTriggered) else "output"
+    info = error.output.output_info
     detail = "" if info is None else f": {info}"
     if len(detail) > _INFO_LIMIT:
         detail = detail[: _INFO_LIMIT - 3] + "..."
