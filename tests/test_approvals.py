@@ -161,6 +161,25 @@ async def test_undecided_calls_pause_again_and_decided_ones_never_run_twice() ->
     assert sorted(outputs_of(items)) == sorted(calls_of(items))
 
 
+async def test_resume_takes_any_iterable_of_call_ids_but_not_a_bare_str() -> None:
+    """A generator was consumed by the type check and approved nothing, so the turn paused again (issue 17, 3)."""
+    calls = [ToolCall("delete_file", {"path": "a"}), ToolCall("delete_file", {"path": "b"})]
+    model = ScriptedModel(lambda call: "done" if call.tool_outputs else calls)
+    agency = Agency(Agent(name="Ops", tools=[delete_file], model=model))
+    paused = await agency.get_response("go", chat_id="c")
+    first, second = (item.call_id for item in paused.interruptions)
+    with pytest.raises(ConfigError, match=r"not a single str.*approve=\['") as caught:
+        await agency.resume("c", approve=first)
+    assert first in str(caught.value)
+    result = await agency.resume(
+        "c", approve=(item.call_id for item in paused.interruptions if item.call_id == first), reject={second}
+    )
+    assert not result.paused
+    assert result.final_output == "done"
+    assert ran == ["delete a"]
+    assert "rejected" in model.calls[-1].tool_outputs[1]
+
+
 async def test_needs_approval_can_be_decided_per_call() -> None:
     ops, _ = solo([[ToolCall("remove", {"path": "/tmp/x"}), ToolCall("remove", {"path": "/etc/y"})], "ok"], [remove])
     agency = Agency(ops)
@@ -178,8 +197,12 @@ async def test_resume_checks_the_call_ids_it_is_given() -> None:
         await agency.resume("c", approve=["call_nope"])
     with pytest.raises(ConfigError, match="both approved and rejected"):
         await agency.resume("c", approve=[call_id], reject=[call_id])
-    with pytest.raises(ConfigError, match="list of call ids"):
+    with pytest.raises(ConfigError, match="iterable of call ids, not a single str"):
         await agency.resume("c", approve=call_id)
+    with pytest.raises(ConfigError, match=r"reject must hold call ids \(str\), got 7"):
+        await agency.resume("c", reject=[call_id, 7])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match="approve must be an iterable of call ids"):
+        await agency.resume("c", approve=7)  # type: ignore[arg-type]
     with pytest.raises(NothingToResume):
         await agency.resume("never-used")
     assert ran == []

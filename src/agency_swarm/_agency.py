@@ -254,11 +254,7 @@ class Agency:
         self, chat_id: str | None, approve: Iterable[str], reject: Iterable[str], context: Any, *, streaming: bool
     ) -> ResponseStream:
         chat = check_chat_id(DEFAULT_CHAT_ID if chat_id is None else chat_id)
-        decisions = {}
-        for name, ids in (("approve", approve), ("reject", reject)):
-            if isinstance(ids, str) or not all(isinstance(call_id, str) for call_id in ids):
-                raise ConfigError(f"{name} must be a list of call ids (str), got {ids!r}.")
-            decisions[name] = frozenset(ids)
+        decisions = {name: _call_ids(name, ids) for name, ids in (("approve", approve), ("reject", reject))}
         entries = {agent.name: (agent, self._wirings[agent.name]) for agent in self._chart.entry_points}
 
         def start(stream: ResponseStream) -> TurnStart:
@@ -286,3 +282,19 @@ class Agency:
         entries = ", ".join(agent.name for agent in self._chart.entry_points)
         flows = len(self.communication_flows)
         return f"Agency(entry_points=[{entries}], agents={len(self._chart.agents)}, flows={flows})"
+
+
+def _call_ids(name: str, ids: Iterable[str]) -> frozenset[str]:
+    """`approve` / `reject` of resume: any iterable of call ids, read once (a generator is used up by reading)."""
+    if isinstance(ids, str | bytes):
+        raise ConfigError(
+            f"{name} must be an iterable of call ids, not a single str: write {name}=[{ids!r}]."
+        )
+    try:
+        listed = list(ids)
+    except TypeError:
+        raise ConfigError(f"{name} must be an iterable of call ids (str), got {type(ids).__name__}.") from None
+    wrong = [call_id for call_id in listed if not isinstance(call_id, str)]
+    if wrong:
+        raise ConfigError(f"{name} must hold call ids (str), got {wrong[0]!r} among them.")
+    return frozenset(listed)
