@@ -916,7 +916,7 @@ def test_importing_the_package_loads_neither_yaml_nor_the_schema() -> None:
 
 
 RETRIES = """
-retry: {max_attempts: 5, initial_delay: 0.1, max_delay: 2, jitter: false}
+retry: {max_attempts: 5, initial_delay: 0.1, max_delay: 2, jitter: false, max_retry_after: 30}
 show_tool_errors: false
 agents:
   Lead:
@@ -933,7 +933,9 @@ def test_retry_and_tool_errors_come_from_the_file_for_the_agency_and_per_agent(t
     from agency_swarm import RetryPolicy
 
     agency = Agency.from_config(write(tmp_path, "a.yaml", RETRIES))
-    assert agency.retry == RetryPolicy(max_attempts=5, initial_delay=0.1, max_delay=2.0, jitter=False)
+    assert agency.retry == RetryPolicy(
+        max_attempts=5, initial_delay=0.1, max_delay=2.0, jitter=False, max_retry_after=30.0
+    )
     assert agency.show_tool_errors is False
     lead, careful = agency.agents["Lead"], agency.agents["Careful"]
     assert (lead.retry, lead.show_tool_errors) == (None, None)  # the agency's defaults apply to it

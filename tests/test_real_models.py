@@ -289,20 +289,28 @@ async def test_full_jitter_waits_are_drawn_below_the_exponential_bound(
     assert all(0 <= delay <= bound for delay, bound in zip(waits.delays, bounds, strict=True))
 
 
-async def test_retry_after_header_lengthens_the_wait_up_to_max_delay(
+async def test_retry_after_is_honoured_beyond_max_delay_up_to_max_retry_after(
     server: OpenAIServer, client: AsyncOpenAI
 ) -> None:
+    """A rate limit that says "30 s" is waited out, not cut to max_delay (issue 17, 9); max_retry_after caps it."""
     waits = Waits()
     server.push(
-        Status(429, headers={"retry-after": "3"}), Status(429, headers={"retry-after-ms": "60000"}), "ok"
+        Status(429, headers={"retry-after": "30"}), Status(429, headers={"retry-after-ms": "90000"}),
+        Status(503, headers={"retry-after": "0.25"}), "ok",
     )
     agent = Agent(
         name="CEO", model=OpenAIResponsesModel(model="gpt-r", openai_client=client),
-        retry=policy(waits, max_delay=8.0),
+        retry=policy(waits, max_attempts=4, max_delay=8.0),
     )
 
     assert (await Agency(agent).get_response("hi")).final_output == "ok"
-    assert waits.delays == [3.0, 8.0]
+    assert waits.delays == [30.0, 60.0, 2.0]  # as asked; capped by max_retry_after (60 s); the backoff is longer
+
+    waits.delays.clear()
+    server.push(Status(429, headers={"retry-after": "30"}), "ok")
+    agent.retry = policy(waits, max_delay=8.0, max_retry_after=20.0)
+    assert (await Agency(agent).get_response("hi", chat_id="c2")).final_output == "ok"
+    assert waits.delays == [20.0]
 
 
 async def test_the_clients_own_retries_do_not_multiply_ours(server: OpenAIServer) -> None:
@@ -626,6 +634,8 @@ def test_bad_retry_and_timeout_settings_are_config_errors() -> None:
         RetryPolicy(max_attempts=0)
     with pytest.raises(ConfigError, match="initial_delay must be a number of seconds >= 0"):
         RetryPolicy(initial_delay=-1)
+    with pytest.raises(ConfigError, match="max_retry_after must be a number of seconds >= 0"):
+        RetryPolicy(max_retry_after=float("inf"))
     with pytest.raises(ConfigError, match=r"retry must be an agency_swarm\.RetryPolicy"):
         Agency(Agent(name="A"), retry={"max_attempts": 2})  # type: ignore[arg-type]
 

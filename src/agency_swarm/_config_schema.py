@@ -45,6 +45,7 @@ class RetrySpec(BaseModel):
     initial_delay: float = Field(default=0.5, ge=0)
     max_delay: float = Field(default=8.0, ge=0)
     jitter: bool = True
+    max_retry_after: float = Field(default=60.0, ge=0)
 
 
 class AgentSpec(BaseModel):

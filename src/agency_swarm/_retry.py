@@ -46,7 +46,8 @@ class RetryPolicy:
     Bad requests and rejected credentials (400, 401, 403, 404, 422...) fail at once. A streamed call is retried
     only while the model has not produced its first event. The wait before attempt n + 1 is drawn uniformly from
     [0, min(max_delay, initial_delay * 2 ** (n - 1))] ("full jitter"), or is exactly that bound with
-    `jitter=False`; a `Retry-After` header from the server raises it (up to `max_delay`).
+    `jitter=False`. A `Retry-After` (or `retry-after-ms`) header from the server raises it to what the server
+    asked, up to `max_retry_after` (not `max_delay`: retrying a rate limit early only burns attempts).
     """
 
     max_attempts: int = 3
@@ -54,8 +55,10 @@ class RetryPolicy:
     initial_delay: float = 0.5
     """Seconds: the bound of the first wait."""
     max_delay: float = 8.0
-    """Seconds: no wait is longer."""
+    """Seconds: no backoff wait is longer (a server's `Retry-After` may ask for more; see `max_retry_after`)."""
     jitter: bool = True
+    max_retry_after: float = 60.0
+    """Seconds: the longest wait a server's `Retry-After` / `retry-after-ms` header is granted."""
     sleep: Callable[[float], Awaitable[Any]] = field(default=asyncio.sleep, repr=False, compare=False)
     """Awaited with each wait in seconds. Tests pass a recorder here instead of waiting for real."""
 
@@ -63,7 +66,7 @@ class RetryPolicy:
         attempts = self.max_attempts
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise ConfigError(f"RetryPolicy: max_attempts must be an int >= 1 (1 means no retries), got {attempts!r}.")
-        for name in ("initial_delay", "max_delay"):
+        for name in ("initial_delay", "max_delay", "max_retry_after"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
                 raise ConfigError(f"RetryPolicy: {name} must be a number of seconds >= 0, got {value!r}.")
@@ -75,7 +78,7 @@ class RetryPolicy:
         bound = min(self.max_delay, self.initial_delay * 2 ** (failed_attempts - 1))
         wait = random.uniform(0, bound) if self.jitter else bound
         if retry_after is not None:
-            wait = max(wait, min(retry_after, self.max_delay))
+            wait = max(wait, min(retry_after, self.max_retry_after))
         return wait
 
 
