@@ -28,6 +28,8 @@ import json
 import logging
 import os
 import re
+import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -66,6 +69,7 @@ __all__ = [
     "ResumeRequest",
     "RunResultResponse",
     "ServeSettings",
+    "StoreHealth",
     "ThreadsResponse",
     "app_from_env",
     "create_app",
@@ -85,6 +89,12 @@ SSE_KEEPALIVE_SECONDS = 15.0
 SSE_QUEUE_EVENTS = 64
 """Events buffered between a running turn and a slow client; beyond this the turn waits for the client."""
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
+HEALTH_CACHE_SECONDS = 1.0
+"""/healthz reuses the store check's answer this long: a load balancer polling often costs one query a second."""
+HEALTH_TIMEOUT_SECONDS = 2.0
+"""A store check that has not answered by then is a failure (so /healthz answers before a balancer gives up)."""
+HEALTH_PROBE_CHAT = "agency_swarm.healthz"
+"""/healthz loads this chat id, which no one uses: an indexed read of nothing on SQL stores, a file lookup on files."""
 
 ENV_FACTORY = "AGENCY_SWARM_SERVE_FACTORY"
 ENV_CONFIG = "AGENCY_SWARM_SERVE_CONFIG"
@@ -173,6 +183,88 @@ class HealthResponse(BaseModel):
     status: Literal["ok"]
 
 
+# -- text: valid UTF-8 in, valid UTF-8 out -------------------------------------------------------------------
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+"""A JSON escape of a UTF-16 surrogate (\\uD800-\\uDFFF): the only way valid UTF-8 JSON can spell a lone one."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_MAX_TEXT_PROBLEMS = 20
+
+
+def _well_formed(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD (two code points that form a pair become its character)."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:  # stored before the entry check, or through the Python API: replaced in this response
+        return _well_formed(text).encode()
+
+
+def _json_bytes(content: Any) -> bytes:
+    """Compact JSON as strict UTF-8, whatever the text in it: lone surrogates come out as U+FFFD."""
+    return _utf8(json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+
+
+class _JSONBody(JSONResponse):
+    """A JSONResponse that never fails on text a stored chat holds (`_json_bytes`)."""
+
+    def render(self, content: Any) -> bytes:
+        return _json_bytes(content)
+
+
+def _model_response(model: BaseModel, status_code: int = 200) -> Response:
+    try:
+        body = model.model_dump_json().encode()  # pydantic's own encoder, fast: the usual case
+    except PydanticSerializationError:  # a lone surrogate pydantic cannot encode
+        body = _json_bytes(model.model_dump(mode="json"))
+    return Response(body, status_code=status_code, media_type="application/json")
+
+
+def _not_utf8(loc: list[str | int], what: str) -> dict[str, Any]:
+    return {"loc": loc, "msg": f"Text must be valid UTF-8: {what}.", "type": "invalid_utf8"}
+
+
+def _surrogate_locations(value: Any) -> list[list[str | int]]:
+    """Where, in a parsed JSON body, a string holds a lone surrogate (a key: where its object is); in order."""
+    found: list[list[str | int]] = []
+    pending: deque[tuple[list[str | int], Any]] = deque([(["body"], value)])
+    while pending and len(found) < _MAX_TEXT_PROBLEMS:
+        loc, current = pending.popleft()
+        if isinstance(current, str) and _SURROGATE.search(current):
+            found.append(loc)
+        elif isinstance(current, dict):
+            if any(_SURROGATE.search(key) for key in current):
+                found.append(loc)  # the key itself is not echoed back
+            pending.extend(([*loc, key], item) for key, item in current.items() if not _SURROGATE.search(key))
+        elif isinstance(current, list):
+            pending.extend(([*loc, index], item) for index, item in enumerate(current))
+    return found
+
+
+def _text_problems(body: bytes) -> list[dict[str, Any]]:
+    """What makes a request body's text invalid UTF-8, as validation details; [] for a fine body (or one that is not
+    JSON: the route says so). Bytes that are not UTF-8 (RFC 8259: JSON on the wire is UTF-8), or a string spelling a
+    lone surrogate, `"\\ud800"`: valid JSON, but no text, and no UTF-8 encoder takes it."""
+    if json.detect_encoding(body) not in ("utf-8", "utf-8-sig"):  # what json.loads would decode it as: UTF-16/32
+        return [_not_utf8(["body"], "the body is not UTF-8")]
+    if not body.isascii():
+        try:
+            body.decode("utf-8")  # strict: surrogates encoded as bytes (CESU-8) fail here too
+        except UnicodeDecodeError:
+            return [_not_utf8(["body"], "the body holds bytes that are not UTF-8")]
+    if _SURROGATE_ESCAPE.search(body) is None:
+        return []
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        return []
+    return [_not_utf8(loc, "this holds a lone surrogate (\\uD800-\\uDFFF without its pair)") for loc in
+            _surrogate_locations(parsed)]
+
+
 # -- results and errors as JSON ----------------------------------------------------------------------------
 
 
@@ -206,7 +298,7 @@ def result_response(result: RunResult) -> RunResultResponse:
 
 def _error(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
     detail = ErrorDetail(type=kind, message=message, **extra)
-    return JSONResponse(
+    return _JSONBody(
         {"error": detail.model_dump(mode="json", exclude_none=True)}, status_code=status,
         headers={"www-authenticate": "Bearer"} if status == 401 else None,
     )
@@ -233,11 +325,11 @@ def _failure(exc: Exception, chat_id: str) -> JSONResponse:
     status, detail = error_status(exc)
     if status >= 500:
         logger.error("Chat %r: %s", chat_id, detail.type, exc_info=exc)
-    return JSONResponse({"error": detail.model_dump(mode="json", exclude_none=True)}, status_code=status)
+    return _JSONBody({"error": detail.model_dump(mode="json", exclude_none=True)}, status_code=status)
 
 
 def _sse(kind: str, data: Any) -> bytes:
-    return f"event: {kind}\ndata: {json.dumps(data, default=jsonable_encoder)}\n\n".encode()
+    return _utf8(f"event: {kind}\ndata: {json.dumps(data, default=jsonable_encoder, ensure_ascii=False)}\n\n")
 
 
 # -- Server-Sent Events -----------------------------------------------------------------------------------
@@ -348,11 +440,11 @@ _SSE_DOC: dict[int | str, dict[str, Any]] = {
 }
 
 
-# -- request guard: auth and size, before any body is read ------------------------------------------------
+# -- request guard: auth and size before any body is read, then its text ----------------------------------
 
 
 class _Guard:
-    """Bearer auth (constant-time compare) and the request size limit, as plain ASGI around the app."""
+    """Bearer auth (constant-time compare), the request size limit and UTF-8 text, as plain ASGI around the app."""
 
     def __init__(self, app: ASGIApp, *, auth_token: str | None, max_body_bytes: int) -> None:
         self.app = app
@@ -375,6 +467,12 @@ class _Guard:
         if body is None:
             limit = self.max_body_bytes
             await _error(413, "request_too_large", f"The request body is over {limit} bytes.")(scope, receive, send)
+            return
+        problems = _text_problems(body)
+        if problems:  # refused before any route runs: nothing is stored that no response could encode
+            where = ".".join(str(part) for part in problems[0]["loc"])
+            message = f"{where}: the request's text must be valid UTF-8; see details."
+            await _error(422, "invalid_request", message, details=problems)(scope, receive, send)
             return
         replayed = False
 
@@ -413,6 +511,50 @@ class _Guard:
             if not message.get("more_body", False):
                 break
         return b"".join(chunks)
+
+
+# -- health ---------------------------------------------------------------------------------------------------
+
+
+class StoreHealth:
+    """Whether the app's store answers, as /healthz says: one cheap read (`load` of HEALTH_PROBE_CHAT), shared by
+    concurrent requests and reused for HEALTH_CACHE_SECONDS after it came, so polling stays cheap.
+
+    `clock` (seconds, monotonic) is there for tests. The problem it reports names the failure's kind, never the
+    store's address; the log gets a line when the store goes down or comes back, not one per poll.
+    """
+
+    def __init__(self, store: ThreadStore, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.clock = clock
+        self._checked_at: float | None = None
+        self._problem: str | None = None
+        self._check: asyncio.Task[str | None] | None = None
+
+    async def problem(self) -> str | None:
+        """None when the store answered; otherwise what is wrong, fit for the client."""
+        if self._checked_at is not None and self.clock() - self._checked_at < HEALTH_CACHE_SECONDS:
+            return self._problem
+        if self._check is None or self._check.done():
+            self._check = asyncio.create_task(self._run())
+        return await asyncio.shield(self._check)  # a client that leaves does not cancel the others' check
+
+    async def _run(self) -> str | None:
+        problem: str | None = None
+        try:
+            await asyncio.wait_for(self.store.load(HEALTH_PROBE_CHAT), HEALTH_TIMEOUT_SECONDS)
+        except TimeoutError:
+            problem = f"The thread store did not answer within {HEALTH_TIMEOUT_SECONDS:g} s."
+        except Exception as exc:
+            cause = exc if exc.__cause__ is None else exc.__cause__
+            problem = f"The thread store is unavailable ({type(cause).__name__})."
+        if problem != self._problem or self._checked_at is None:
+            if problem is None:
+                logger.info("Health check: the thread store answers.")
+            else:  # its type only: a driver's message may name the host, the user or the database
+                logger.warning("Health check: %s", problem)
+        self._checked_at, self._problem = self.clock(), problem
+        return problem
 
 
 # -- the app ------------------------------------------------------------------------------------------------
@@ -480,8 +622,9 @@ def create_app(
     )
     app.state.agency = agency
     app.state.store = thread_store
+    app.state.health = StoreHealth(thread_store)
     _add_error_handlers(app)
-    _add_routes(app, agency, thread_store, protected=auth_token is not None)
+    _add_routes(app, agency, app.state.health, protected=auth_token is not None)
     app.add_middleware(_Guard, auth_token=auth_token, max_body_bytes=max_body_bytes)
     return app
 
@@ -510,7 +653,8 @@ _ERROR_DOCS = {
     401: "unauthorized: missing or wrong bearer token",
     409: "chat_paused: the chat waits for approvals (see interruptions); nothing_to_resume: its last turn finished",
     413: "request_too_large: the body is over the server's limit",
-    422: "invalid_request: the body is not JSON of the expected shape",
+    422: "invalid_request: the body is not JSON of the expected shape, or its text is not valid UTF-8 (bytes that "
+    "are not, or a lone surrogate escape like \\ud800)",
     500: "run_failed: the turn failed (max steps, model error...); internal_error: the server failed",
     503: "store_unavailable: the thread store cannot be reached",
 }
@@ -521,7 +665,8 @@ def _error_docs(*statuses: int, protected: bool) -> dict[int | str, dict[str, An
     return {status: {"model": ErrorResponse, "description": _ERROR_DOCS[status]} for status in shown}
 
 
-def _add_routes(app: FastAPI, agency: Agency, store: ThreadStore, *, protected: bool) -> None:
+def _add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: bool) -> None:
+    store = health.store
     bearer = [Depends(HTTPBearer(auto_error=False))] if protected else []  # documents the scheme; _Guard checks
     turn_errors = _error_docs(400, 401, 409, 413, 422, 500, 503, protected=protected)
     read_errors = _error_docs(400, 401, 500, 503, protected=protected)
@@ -531,17 +676,25 @@ def _add_routes(app: FastAPI, agency: Agency, store: ThreadStore, *, protected: 
     }
     chat: dict[str, Any] = {"tags": ["chats"], "dependencies": bearer, "responses": read_errors}
 
-    @app.get("/healthz", response_model=HealthResponse, tags=["server"])
-    async def healthz() -> HealthResponse:
-        """Liveness: the worker answers. No authentication."""
-        return HealthResponse(status="ok")
+    health_errors: dict[int | str, dict[str, Any]] = {
+        503: {"model": ErrorResponse, "description": "store_unavailable: the thread store does not answer"}
+    }
+
+    @app.get("/healthz", response_model=HealthResponse, tags=["server"], responses=health_errors)
+    async def healthz() -> Response:
+        """The worker answers and so does its thread store (checked at most once a second). No authentication."""
+        problem = await health.problem()
+        if problem is not None:
+            return _error(503, "store_unavailable", problem)
+        return _model_response(HealthResponse(status="ok"))
 
     @app.post("/chats/{chat_id}/messages", response_model=RunResultResponse, **turn)
     async def post_message(chat_id: str, request: MessageRequest) -> Any:
         """Run one turn and return its result once it is complete."""
         try:
             recipient = _entry_point(agency, request.recipient_agent)
-            return result_response(await agency.get_response(request.message, recipient, chat_id=chat_id))
+            result = await agency.get_response(request.message, recipient, chat_id=chat_id)
+            return _model_response(result_response(result))
         except Exception as exc:
             return _failure(exc, chat_id)
 
@@ -561,7 +714,7 @@ def _add_routes(app: FastAPI, agency: Agency, store: ThreadStore, *, protected: 
         decisions = request or ResumeRequest()
         try:
             result = await agency.resume(chat_id, approve=decisions.approve, reject=decisions.reject)
-            return result_response(result)
+            return _model_response(result_response(result))
         except Exception as exc:
             return _failure(exc, chat_id)
 
@@ -579,7 +732,8 @@ def _add_routes(app: FastAPI, agency: Agency, store: ThreadStore, *, protected: 
     async def get_threads(chat_id: str) -> Any:
         """What the store holds for the chat now (a running turn's items included, as they are stored)."""
         try:
-            return ThreadsResponse(chat_id=chat_id, threads=await store.load(check_chat_id(chat_id)))
+            threads = await store.load(check_chat_id(chat_id))
+            return _model_response(ThreadsResponse(chat_id=chat_id, threads=threads))
         except Exception as exc:
             return _failure(exc, chat_id)
 
