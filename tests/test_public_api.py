@@ -26,6 +26,7 @@ from agency_swarm import (
     ModelUnavailable,
     NothingToResume,
     OutputValidationError,
+    ReentrantTurn,
     RunError,
     StoreError,
 )
@@ -64,6 +65,7 @@ EXPECTED_ALL = [
     "NothingToResume",
     "OutputValidationError",
     "RawModelEvent",
+    "ReentrantTurn",
     "ResponseStream",
     "RetryPolicy",
     "RunError",
@@ -95,7 +97,7 @@ EXPECTED_TESTING_ALL = [
 EXCEPTIONS = [
     AgencySwarmError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId, ItemTooLarge,
     MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout, ModelUnavailable,
-    NothingToResume, OutputValidationError, RunError, StoreError,
+    NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError,
 ]
 
 
@@ -135,6 +137,7 @@ def test_exception_hierarchy() -> None:
     assert issubclass(ChartError, ValueError)
     assert issubclass(ChatPaused, ConfigError)
     assert issubclass(NothingToResume, ConfigError)
+    assert issubclass(ReentrantTurn, ConfigError)
     for cls in (MaxStepsExceeded, ModelError, OutputValidationError):
         assert issubclass(cls, RunError)
     for cls in (ModelAuthenticationError, ModelRequestError, ModelUnavailable):

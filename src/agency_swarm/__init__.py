@@ -23,6 +23,7 @@ from ._errors import (
     ModelUnavailable,
     NothingToResume,
     OutputValidationError,
+    ReentrantTurn,
     RunError,
     StoreError,
 )
@@ -105,6 +106,7 @@ __all__ = [
     "NothingToResume",
     "OutputValidationError",
     "RawModelEvent",
+    "ReentrantTurn",
     "ResponseStream",
     "RetryPolicy",
     "RunError",

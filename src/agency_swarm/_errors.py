@@ -131,6 +131,16 @@ class NothingToResume(ConfigError):
         self.chat_id = chat_id
 
 
+class ReentrantTurn(ConfigError):
+    """A tool (or code it calls) tried to start a turn of the chat it runs in: `get_response`, a stream, `resume`
+    or their sync forms. That turn would wait for the running one, which waits for the tool; it is refused at once.
+    Use another `chat_id`, or let the agent message another agent with send_message."""
+
+    def __init__(self, message: str, *, chat_id: str) -> None:
+        super().__init__(message)
+        self.chat_id = chat_id
+
+
 class InvalidChatId(ConfigError):
     """A chat id that is empty, too long, or could address a path or a control sequence."""
 
@@ -143,4 +153,16 @@ class StoreError(AgencySwarmError):
 
 
 class ItemTooLarge(StoreError, ValueError):
-    """One item is larger than the store's `max_item_bytes`."""
+    """One item is larger than the store's `max_item_bytes`; nothing of that append was stored.
+
+    `index` (the item's place in the append's list), `size` and `limit` (bytes) say which item and by how much,
+    when the store tells: the loop uses them to store a too-large tool output as an error output instead.
+    """
+
+    def __init__(
+        self, message: str, *, index: int | None = None, size: int | None = None, limit: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.index = index
+        self.size = size
+        self.limit = limit

@@ -13,6 +13,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, assert_never
@@ -48,7 +49,16 @@ if TYPE_CHECKING:  # _agent imports this module; at run time the loop needs no n
     from ._agent import Agent, Wiring
 
 from ._channel import EmitEvent, HookFailed, TurnStart, channel
-from ._errors import ChatPaused, ConfigError, MaxStepsExceeded, ModelError, NothingToResume, OutputValidationError
+from ._errors import (
+    ChatPaused,
+    ConfigError,
+    ItemTooLarge,
+    MaxStepsExceeded,
+    ModelError,
+    NothingToResume,
+    OutputValidationError,
+    ReentrantTurn,
+)
 from ._events import (
     AgentFinished,
     AgentStarted,
@@ -78,6 +88,7 @@ from ._threads import (
     drop_lost_reasoning,
     interrupted_output,
     is_finished,
+    too_large_output,
     unanswered_calls,
 )
 from ._tool_guardrails import GuardrailLog
@@ -140,8 +151,8 @@ class _Run:
     """Shared by every agent of one top-level turn: context, usage budget, sends still waiting for replies."""
 
     __slots__ = (
-        "_guardrail_log", "_wrapper", "approved", "chat_id", "interruptions", "open_pairs", "rejected", "streaming",
-        "trace", "usage_records", "user_context",
+        "_guardrail_log", "_wrapper", "approved", "chat_id", "inside", "interruptions", "open_pairs", "rejected",
+        "streaming", "trace", "usage_records", "user_context",
     )
 
     def __init__(
@@ -151,8 +162,11 @@ class _Run:
         user_context: Any,
         approved: frozenset[str] = frozenset(),
         rejected: frozenset[str] = frozenset(),
+        inside: Inside = (),
     ) -> None:
         self.chat_id = chat_id
+        self.inside = inside
+        """This turn's chat and the turns whose tools started it: what its tools run inside (`INSIDE`)."""
         self.streaming = streaming
         self.user_context = user_context
         self.usage_records: list[tuple[tuple[str, str], Any]] = []
@@ -247,13 +261,15 @@ async def top_level_turn(
     A blocking call awaits this coroutine; a stream (`stream` given) runs it through `drive`.
     """
     manager = wiring.thread_manager
+    inside = entered(manager, chat_id)
     async with manager.hold(chat_id):
         if not manager.is_loaded(chat_id):
             await manager.ensure_loaded(chat_id)
         if manager.has_unanswered_calls(chat_id):
             await _settle_unanswered(manager, agent, wiring, chat_id)
         thread = manager.get_thread(chat_id, caller, agent.name)
-        turn = _Turn(agent, wiring, thread, caller, 0, _Run(chat_id, stream is not None and stream.streaming, context))
+        run = _Run(chat_id, stream is not None and stream.streaming, context, inside=inside)
+        turn = _Turn(agent, wiring, thread, caller, 0, run)
         return await _entry_turn(manager, turn, message, additional_instructions, stream)
 
 
@@ -270,6 +286,7 @@ def resume_turn(
     """Continue the chat's unfinished top-level turn from its last stored item (after a pause or a crash)."""
 
     async def resumed() -> RunResult:
+        inside = entered(manager, chat_id)
         async with manager.hold(chat_id):
             await manager.ensure_loaded(chat_id)
             agent, wiring = _unfinished_entry(entries, manager, chat_id)
@@ -283,7 +300,7 @@ def resume_turn(
                 )
             turn = _Turn(
                 agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, USER_CALLER, agent.name),
-                caller=USER_CALLER, depth=0, run=_Run(chat_id, stream.streaming, context, approve, reject),
+                caller=USER_CALLER, depth=0, run=_Run(chat_id, stream.streaming, context, approve, reject, inside),
             )
             return await _entry_turn(manager, turn, None, None, stream)
 
@@ -291,6 +308,33 @@ def resume_turn(
 
 
 USER_CALLER = "user"
+
+Inside = tuple[tuple[object, str], ...]
+"""(lock holder, chat id) of turns in progress: their thread manager and, if it locks turns itself, their store."""
+
+INSIDE: ContextVar[Inside] = ContextVar("agency_swarm_inside", default=())
+"""What the running code is inside: set while a function tool runs (in its task, and copied into the worker thread
+of a sync tool and into get_response_sync's loop). Only around tools, never across an event: a stream's turn runs in
+its reader's context, and a mark left there between events would outlive a reader that stops early."""
+
+
+def entered(manager: ThreadManager, chat_id: str) -> Inside:
+    """What a new top-level turn of `chat_id` runs inside, itself included. ReentrantTurn when the code starting it
+    runs inside a turn of that chat: the new turn would wait for the chat's lock, held by the turn that waits for
+    this code (a tool) to finish."""
+    outer = INSIDE.get()
+    store = manager.store
+    keys: Inside = ((manager, chat_id),)
+    if store is not None and getattr(store, "turn_lock", None) is not None:  # shared by other managers too
+        keys = ((manager, chat_id), (store, chat_id))
+    if outer and any(key in outer for key in keys):
+        raise ReentrantTurn(
+            f"Chat {chat_id!r} is running the turn this call comes from: a tool cannot start a turn of the chat it "
+            "runs in (that turn would wait for the running one, which waits for the tool). Use another chat_id, or "
+            "let the agent message another agent with send_message.",
+            chat_id=chat_id,
+        )
+    return outer + keys
 
 
 async def _entry_turn(
@@ -309,12 +353,14 @@ async def _entry_turn(
     hooks = turn.wiring.hooks
     if hooks is not None or run.streaming:
         turn.emit = channel(hooks, run.streaming)
+    finished = False
     try:
         await run_agent(turn, message, additional_instructions)
+        finished = True
     except HookFailed as failed:
         raise failed.error from None  # the hook's own error, as the caller would expect it
     finally:
-        if turn.paused:
+        if turn.paused or not finished:  # calls wait for approval, or a failed append left one without its output
             manager.mark_unanswered(chat_id)
         if run.trace is not None:
             close_trace(run.trace)
@@ -1031,7 +1077,31 @@ class _Calls:
             item = interrupted_output(call.call_id) if out is _PENDING else output_item(call, out)
             items.append(item)
             ready.append(item)
-        return self.thread.add(ready)
+        stored = self.thread.add(ready)
+        return None if stored is None else self._written(ready, stored)
+
+    async def _written(self, ready: list[dict[str, Any]], stored: Awaitable[None]) -> None:
+        """Await the store's append; an output it refuses as too large is stored (and handed to the model) as
+        "Error: output too large: N bytes, limit M" instead, and the append is tried again."""
+        replaced: list[dict[str, Any]] = []
+        while True:
+            try:
+                await stored
+                return
+            except ItemTooLarge as error:
+                index = error.index if error.index is not None else (0 if len(ready) == 1 else -1)
+                if not 0 <= index < len(ready) or ready[index].get("type") != "function_call_output" or any(
+                    ready[index] is item for item in replaced  # even the error output is too large
+                ):
+                    raise
+                item = too_large_output(str(ready[index].get("call_id")), error)
+                position = next(n for n, settled in enumerate(self.items) if settled is ready[index])
+                self.items[position] = ready[index] = item
+                replaced.append(item)
+                retried = self.thread.add(ready)
+                if retried is None:
+                    return
+                stored = retried
 
 
 async def _emit_outputs(turn: _Turn, state: _Calls) -> None:
@@ -1080,6 +1150,8 @@ async def _run_call(
             if verdict == "reject":
                 outputs[index] = rejected_output(call.name)
             else:
+                outer = INSIDE.get()
+                INSIDE.set(run.inside)  # a turn of this chat that the tool starts raises ReentrantTurn
                 try:
                     if turn.span is None:
                         outputs[index] = await run_function_tool(agent, tool, call, run, turn.wiring)
@@ -1087,6 +1159,8 @@ async def _run_call(
                         outputs[index] = await _traced_tool(turn, tool, call)
                 except Exception as error:  # a tripped tool guardrail, or a tool with failure_error_function=None
                     raise _tool_failure(error, tool, outputs, index) from error
+                finally:
+                    INSIDE.set(outer)  # not reset(token): an abandoned stream may be closed from another context
             results.append((index, tool, call, outputs[index]))
         case UnknownTool():
             available = [*setup.function_tools, *([SEND_MESSAGE] if setup.can_send else [])]

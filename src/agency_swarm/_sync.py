@@ -7,6 +7,8 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from ._loop import INSIDE, Inside
+
 T = TypeVar("T")
 
 _lock = threading.Lock()
@@ -31,9 +33,20 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     if threading.current_thread().name == "agency-swarm-sync":
         coroutine.close()
         raise RuntimeError("get_response_sync cannot be called from inside an agency_swarm tool; await get_response.")
+    inside = INSIDE.get()
+    if inside:  # called by a tool (in its worker thread): the turn it starts must know which turns wait for it
+        coroutine = _inside(inside, coroutine)
     future = asyncio.run_coroutine_threadsafe(coroutine, loop)
     try:
         return future.result()
     except BaseException:
         future.cancel()  # Ctrl-C in the caller stops the turn too
         raise
+
+
+async def _inside(inside: Inside, coroutine: Coroutine[Any, Any, T]) -> T:
+    """`coroutine` on the background loop, marked as running inside the caller's turns: a turn it starts of a chat
+    the calling tool runs in raises ReentrantTurn instead of waiting for ever. (asyncio happens to copy the calling
+    thread's context into the task too; this does not depend on it.)"""
+    INSIDE.set(inside)
+    return await coroutine
