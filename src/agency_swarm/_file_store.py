@@ -320,7 +320,8 @@ class FileThreadStore:
             if len(line) > self._max_item_bytes:
                 raise ItemTooLarge(
                     f"item {index} of thread {thread_key!r} in chat {chat_id!r} is {len(line)} bytes as JSON; "
-                    f"this FileThreadStore takes at most max_item_bytes={self._max_item_bytes}. Nothing was stored."
+                    f"this FileThreadStore takes at most max_item_bytes={self._max_item_bytes}. Nothing was stored.",
+                    index=index, size=len(line), limit=self._max_item_bytes,
                 )
         data = b"\n".join(lines) + b"\n"
         async with self._lock(chat_id):

@@ -670,7 +670,8 @@ class SQLThreadStore:
             if size > self.max_item_bytes:
                 raise ItemTooLarge(
                     f"Thread store {self.url}: {where} is {size} bytes as JSON, over max_item_bytes="
-                    f"{self.max_item_bytes}; nothing of this append was stored."
+                    f"{self.max_item_bytes}; nothing of this append was stored.",
+                    index=index, size=size, limit=self.max_item_bytes,
                 )
             encoded.append(text)
         return encoded

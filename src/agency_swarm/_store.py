@@ -62,6 +62,11 @@ class MemoryThreadStore:
         return {key: list(items) for key, items in self._chats.get(chat_id, {}).items()}
 
     async def append(self, chat_id: str, thread_key: str, items: list[Item]) -> None:
+        self.append_now(chat_id, thread_key, items)
+
+    def append_now(self, chat_id: str, thread_key: str, items: list[Item]) -> None:
+        """`append` without the await: it never waits, so threads on this store call it directly (see
+        `immediate_append`)."""
         self._chats.setdefault(chat_id, {}).setdefault(thread_key, []).extend(items)
 
     async def list_chats(self) -> list[str]:
@@ -72,6 +77,16 @@ class MemoryThreadStore:
 
     async def aclose(self) -> None:
         return None
+
+
+def immediate_append(store: ThreadStore | None) -> Callable[[str, str, list[Item]], None] | None:
+    """The synchronous append of a store whose `append` is MemoryThreadStore's own (not overridden), else None.
+
+    Threads call it instead of awaiting `append`: a memory store pays no await per item.
+    """
+    if isinstance(store, MemoryThreadStore) and type(store).append is MemoryThreadStore.append:
+        return store.append_now
+    return None
 
 
 LoadThreadsCallback: TypeAlias = Callable[[str], "Awaitable[Threads | None] | Threads | None"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
-from ._errors import ConfigError, InvalidChatId
+from ._errors import ConfigError, InvalidChatId, ItemTooLarge
 from ._store import (
     CallbackThreadStore,
     Item,
@@ -16,6 +16,7 @@ from ._store import (
     SaveThreadsCallback,
     Threads,
     ThreadStore,
+    immediate_append,
     validated_threads,
 )
 
@@ -33,6 +34,7 @@ __all__ = [
     "check_chat_id",
     "interrupted_output",
     "repair",
+    "too_large_output",
 ]
 
 
@@ -62,9 +64,15 @@ def check_chat_id(chat_id: object) -> str:
 
 
 class ConversationThread:
-    """The items one recipient's model sees on one sender->recipient pair of one chat, in order."""
+    """The items one recipient's model sees on one sender->recipient pair of one chat, in order.
 
-    __slots__ = ("_listeners", "_store", "chat_id", "items", "key", "recipient", "sender")
+    With a store, items join `items` only once the store took them: an append that fails leaves the thread as the
+    store has it. An append whose outcome is unknown (cancelled half-way, or a failure after which the store may
+    hold the items) calls `on_unknown(chat_id)`: the ThreadManager then reads the chat from the store again.
+    """
+
+    __slots__ = ("_append_now", "_listeners", "_on_unknown", "_store", "chat_id", "items", "key", "recipient",
+                 "sender")
 
     def __init__(
         self,
@@ -74,6 +82,7 @@ class ConversationThread:
         items: list[Item] | None = None,
         store: ThreadStore | None = None,
         listeners: list[ItemListener] | None = None,
+        on_unknown: Callable[[str], None] | None = None,
     ) -> None:
         self.chat_id = chat_id
         self.sender = sender
@@ -81,7 +90,9 @@ class ConversationThread:
         self.key = f"{sender}->{recipient}"
         self.items: list[Item] = items if items is not None else []
         self._store = store
+        self._append_now = immediate_append(store)
         self._listeners = listeners if listeners is not None else []  # shared with the manager
+        self._on_unknown = on_unknown
 
     async def append(self, item: Item) -> None:
         """Add one item and persist it before returning."""
@@ -94,17 +105,36 @@ class ConversationThread:
             await stored
 
     def add(self, items: list[Item]) -> Awaitable[None] | None:
-        """Add items in order and return the store's append to await (None without a store: nothing to wait for)."""
+        """Add items in order: stored first, then in `items`. Returns what to await for that, or None when it is
+        done already (no store, or a memory store: nothing to wait for)."""
         if not items:
             return None
+        store = self._store
+        if store is not None:
+            append_now = self._append_now
+            if append_now is None:
+                return self._stored(store, items)
+            append_now(self.chat_id, self.key, items)
+        self._took(items)
+        return None
+
+    async def _stored(self, store: ThreadStore, items: list[Item]) -> None:
+        try:
+            await store.append(self.chat_id, self.key, items)
+        except (ItemTooLarge, ConfigError):
+            raise  # refused before anything was written: the thread stays as the store has it
+        except BaseException:
+            if self._on_unknown is not None:  # the store may hold the items or not: it is the one to ask
+                self._on_unknown(self.chat_id)
+            raise
+        self._took(items)
+
+    def _took(self, items: list[Item]) -> None:
         self.items.extend(items)
         if self._listeners:
             for item in items:
                 for listener in self._listeners:
                     listener(self, item)
-        if self._store is not None:
-            return self._store.append(self.chat_id, self.key, items)
-        return None
 
     def __repr__(self) -> str:
         return f"ConversationThread({self.chat_id!r}, {self.key!r}, {len(self.items)} items)"
@@ -148,6 +178,7 @@ class ThreadManager:
         self._loaded: OrderedDict[str, None] = OrderedDict()  # least recently used first
         self._locks: dict[str, asyncio.Lock] = {}
         self._unanswered: set[str] = set()
+        self._unknown: set[str] = set()  # chats where an append's outcome is unknown: read again from the store
 
     def subscribe(self, listener: ItemListener) -> None:
         """Call `listener(thread, item)` for every item any thread gets from now on, the moment it gets it."""
@@ -164,7 +195,9 @@ class ThreadManager:
         key = f"{sender}->{recipient}"
         thread = threads.get(key)
         if thread is None:
-            thread = threads[key] = ConversationThread(chat_id, sender, recipient, None, self.store, self._listeners)
+            thread = threads[key] = ConversationThread(
+                chat_id, sender, recipient, None, self.store, self._listeners, self._reread
+            )
         return thread
 
     def get_threads(self, chat_id: str) -> Threads:
@@ -206,6 +239,12 @@ class ThreadManager:
         self._chats.pop(chat_id, None)
         self._loaded.pop(chat_id, None)
         self._unanswered.discard(chat_id)
+        self._unknown.discard(chat_id)
+
+    def _reread(self, chat_id: str) -> None:
+        """An append of this chat may or may not have reached the store: the next turn reads the chat from it."""
+        self._loaded.pop(chat_id, None)
+        self._unknown.add(chat_id)
 
     def is_loaded(self, chat_id: str) -> bool:
         """Whether the chat is ready in memory (then marked as just used); if not, `await ensure_loaded` first."""
@@ -230,12 +269,17 @@ class ThreadManager:
         assert self.store is not None  # a chat without a store is always loaded
         stored = validated_threads(await self.store.load(chat_id), chat_id, source=type(self.store).__name__)
         threads = self._chats.setdefault(chat_id, {})
+        if chat_id in self._unknown:  # what this process holds may differ from the store: the store wins
+            self._unknown.discard(chat_id)
+            self._unanswered.discard(chat_id)
+            for held in threads.values():
+                held.items.clear()
         for key, items in stored.items():
             sender, recipient = key.split("->", 1)
             thread = threads.get(key)
             if thread is None:
                 thread = threads[key] = ConversationThread(
-                    chat_id, sender, recipient, store=self.store, listeners=self._listeners
+                    chat_id, sender, recipient, store=self.store, listeners=self._listeners, on_unknown=self._reread
                 )
             thread.items[:0] = items  # read (and so created) before the first turn: stored history first
             if unanswered_calls(thread.items) or _ends_with_reasoning(thread.items):
@@ -301,9 +345,7 @@ class ThreadManager:
         """Forget a chat here and in the store."""
         check_chat_id(chat_id)
         async with self.hold(chat_id):  # not in the middle of a turn, in this process or another
-            self._chats.pop(chat_id, None)
-            self._loaded.pop(chat_id, None)
-            self._unanswered.discard(chat_id)
+            self._forget(chat_id)
             if self.store is not None:
                 await self.store.delete(chat_id)
         self._drop_idle_lock(chat_id)  # deleted chats leave nothing behind, locks included
@@ -315,6 +357,14 @@ class ThreadManager:
 
 def interrupted_output(call_id: str) -> Item:
     return {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_OUTPUT}
+
+
+def too_large_output(call_id: str, error: ItemTooLarge) -> Item:
+    """What the model (and the store) get for a call whose output the store refused as too large."""
+    size = "?" if error.size is None else error.size
+    limit = "?" if error.limit is None else error.limit
+    return {"type": "function_call_output", "call_id": call_id, "output": f"Error: output too large: {size} bytes, "
+            f"limit {limit}"}
 
 
 def unanswered_calls(items: list[Item]) -> list[Item]:
