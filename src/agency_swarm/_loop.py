@@ -85,6 +85,7 @@ from ._send_message import (
 from ._threads import (
     ConversationThread,
     ThreadManager,
+    clean_up,
     drop_lost_reasoning,
     interrupted_output,
     is_finished,
@@ -365,7 +366,10 @@ async def _entry_turn(
         if run.trace is not None:
             close_trace(run.trace)
         if manager.saves_turns:
-            await manager.save(chat_id)
+            if finished:
+                await manager.save(chat_id)
+            else:  # saved even when this task is cancelled again meanwhile (shielded, bounded: clean_up)
+                await clean_up(manager.save(chat_id), f"saving chat {chat_id!r}")
     result = RunResult(
         final_output=turn.output,
         new_items=thread.items[start:],
@@ -542,8 +546,11 @@ async def _run_tools(turn: _Turn, setup: _Setup, step: RunTools) -> FinalOutput 
                 await _run_call(turn, setup, calls[0], state.outputs, 0, state.results, turn.emit)
             else:
                 await _run_parallel(turn, setup, state)
-        finally:
-            await state.settle(final=True)  # also on failure or cancellation: every function_call gets its output
+        except BaseException:  # failure or cancellation: every function_call still gets its output, stored even
+            if len(state.items) < len(calls):  # when this task is cancelled again (shielded, bounded: clean_up)
+                await clean_up(state.settle(final=True), f"storing the outputs of {turn.agent.name}'s calls")
+            raise
+        await state.settle(final=True)
         if turn.emit is not None:
             await _emit_outputs(turn, state)
     if step.mcp_approvals:
@@ -1328,9 +1335,13 @@ async def _run_parallel(turn: _Turn, setup: _Setup, state: _Calls) -> None:
             elif turn.emit is not None:
                 await turn.emit(item)
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if remaining:  # failed or cancelled: stop the calls still running; one storing its output finishes that
+            for index, task in enumerate(tasks):
+                if state.outputs[index] is _PENDING:
+                    task.cancel()
+            await clean_up(asyncio.gather(*tasks, return_exceptions=True), "stopping the parallel calls")
+        else:
+            await asyncio.gather(*tasks, return_exceptions=True)
 
 
 # -- guardrails -----------------------------------------------------------------------------------

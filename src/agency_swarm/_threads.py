@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, nullcontext
 from typing import Protocol
 
 from ._errors import ConfigError, InvalidChatId, ItemTooLarge
@@ -20,6 +22,7 @@ from ._store import (
     validated_threads,
 )
 
+logger = logging.getLogger(__name__)
 ThreadsSnapshot = Threads
 MAX_CHAT_ID_CHARS = 200
 MAX_CHAT_ID_BYTES = 255
@@ -353,6 +356,57 @@ class ThreadManager:
     async def aclose(self) -> None:
         if self.store is not None:
             await self.store.aclose()
+
+
+CLEAN_UP_SECONDS = 10.0
+"""How long a clean-up write (a cancelled turn's "interrupted" outputs, its save) may hold a cancellation up."""
+
+
+async def clean_up(write: Awaitable[object], what: str) -> None:
+    """Run a clean-up write to its end even while this task is cancelled again, for at most CLEAN_UP_SECONDS.
+
+    A turn that fails or is cancelled still writes what keeps its chat valid, but anyio's cancel scopes (FastAPI,
+    Jupyter) cancel again at every await, and a second Ctrl-C cancels the clean-up itself. So the write runs in a
+    task of its own, which no cancellation of this one reaches; this task waits for it, inside an anyio shield when
+    anyio is loaded, and through any asyncio cancellation, which it raises once the write is over. A write still
+    running after the bound is cancelled and logged: a hung store cannot hold cancellation up for ever. A write that
+    fails is logged, not raised: the turn's own error is the one its caller gets.
+    """
+    task = asyncio.ensure_future(write)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CLEAN_UP_SECONDS
+    cancelled: asyncio.CancelledError | None = None
+    with _anyio_shield():
+        while not task.done():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                task.cancel()
+                logger.error("%s did not finish within %s s of a cancellation; it was cut off", what, CLEAN_UP_SECONDS)
+                break
+            try:
+                await asyncio.wait((task,), timeout=remaining)  # never cancels the task it waits for
+            except asyncio.CancelledError as error:
+                cancelled = error
+    task.add_done_callback(_log_failure(what))
+    if cancelled is not None:
+        raise cancelled
+
+
+def _anyio_shield() -> AbstractContextManager[object]:
+    """A shielded anyio cancel scope if anyio is loaded (only then can one of its scopes be cancelling this task)."""
+    anyio = sys.modules.get("anyio")
+    if anyio is None:
+        return nullcontext()
+    scope: AbstractContextManager[object] = anyio.CancelScope(shield=True)
+    return scope
+
+
+def _log_failure(what: str) -> Callable[[asyncio.Future[object]], None]:
+    def done(task: asyncio.Future[object]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("%s failed while the turn was being cut short", what, exc_info=task.exception())
+
+    return done
 
 
 def interrupted_output(call_id: str) -> Item:
