@@ -228,6 +228,7 @@ async def test_an_agency_on_the_store_persists_every_item_as_it_happens_and_rest
     assert [i.get("type") for i in during["user->CEO"]] == [None, "function_call"]
     assert [i.get("type") for i in during["CEO->Developer"]] == [None, "function_call"]
 
+    await store.aclose()  # the process ends (a file store's directory takes one store at a time)
     reopened = await backend.open()
     ceo2 = Agent(name="CEO", model=ScriptedModel(["again"]))
     dev2 = Agent(name="Developer", model=ScriptedModel([]))
@@ -238,7 +239,6 @@ async def test_an_agency_on_the_store_persists_every_item_as_it_happens_and_rest
     assert seen[-1] == {"role": "user", "content": "more"}
     assert len(seen) == 5  # go, call, output, shipped, more
     await reopened.aclose()
-    await store.aclose()
 
 
 async def test_a_crash_mid_tool_is_repaired_on_load_and_the_repair_is_stored(backend: Backend) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import aiofiles
 from aiofiles.threadpool.binary import AsyncFileIO
 
+from ._dir_lock import SEVERAL_PROCESSES, DirectoryLock
 from ._errors import ConfigError, InvalidChatId, ItemTooLarge, StoreError
 from ._store import DEFAULT_MAX_ITEM_BYTES, Item, Threads
 from ._threads import check_chat_id
@@ -246,8 +247,9 @@ class FileThreadStore:
     quarantine file with a RuntimeWarning, together with what it leaves invalid for the model API (the
     reasoning item right before it, a function_call_output left without its function_call).
 
-    One process writes a chat directory: handles and locks live in this process only. Several processes
-    share chats through the SQL store.
+    One process writes a chat directory: the store locks it (`flock`) from its creation to `aclose()`, and a
+    second process, or a second store in this process, gets a StoreError. Several processes share chats through
+    the SQL store.
     """
 
     max_open_files = 256
@@ -277,6 +279,7 @@ class FileThreadStore:
                 raise StoreError(f"FileThreadStore directory {self._dir} exists and is not a directory.") from None
         except OSError as exc:
             raise StoreError(f"cannot create the FileThreadStore directory {self._dir}: {exc}") from exc
+        self._dir_lock = DirectoryLock(self._dir)  # one process (and one store) per directory, until aclose()
 
     def __repr__(self) -> str:
         return f"FileThreadStore({self._dir!r}, durable={self._durable})"
@@ -369,13 +372,19 @@ class FileThreadStore:
                     await self._close_handle(chat_id, quiet=False)
                 except OSError as exc:
                     failures.append(f"{chat_id!r}: {exc}")
+        self._dir_lock.release()
         if failures:
             raise StoreError(f"closing FileThreadStore {self._dir} failed for chat(s) {', '.join(failures)}.")
 
     # -- internals ---------------------------------------------------------------------------
     def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"FileThreadStore {self._dir} is closed.")
+        if self._closed or self._dir_lock.forked:
+            if self._closed:
+                raise StoreError(f"FileThreadStore {self._dir} is closed.")
+            raise StoreError(
+                f"FileThreadStore {self._dir} was opened by the process this one was forked from; it writes there, "
+                f"not here. Open stores after forking (one process per directory). {SEVERAL_PROCESSES}"
+            )
 
     def _path(self, chat_id: str) -> str:
         stem = _stem(check_chat_id(chat_id))
