@@ -236,7 +236,7 @@ def assert_complete_turns(threads: dict[str, list[dict[str, Any]]], messages: li
         assert output["call_id"] == call["call_id"]
         assert re.fullmatch(ceo_answer(turn, message), text_of(answer)), text_of(answer)
         delegated, reply = developer[2 * (turn - 1): 2 * turn]
-        assert delegated == {"role": "user", "content": f"Please do: {message}"}
+        assert delegated == {"role": "user", "content": f"Please do: {message}", "send_call_id": call["call_id"]}
         assert text_of(reply) == output["output"]  # the Developer's answer is what CEO read
 
 

@@ -340,3 +340,87 @@ async def test_a_new_message_after_a_crash_repairs_instead_of_resuming() -> None
     assert sent[-1] == {"role": "user", "content": "status?"}
     with pytest.raises(NothingToResume):
         await agency.resume("k")
+
+
+# -- the same text sent twice: resume tells the sends apart by call id (issue 17, 4) -------------------------
+
+
+class Killed(BaseException):
+    """The process died here, as under kill -9: nothing after this point reaches the store."""
+
+
+class DiesOnce(MemoryThreadStore):
+    """A store whose process dies at the first append `dies_at(thread key, items, stored items)` picks: that
+    append raises Killed, and no later write (clean-up included) is stored. `revive()` is the restart."""
+
+    def __init__(self, dies_at: Any) -> None:
+        super().__init__()
+        self.dies_at, self.dead = dies_at, False
+
+    async def append(self, chat_id: str, thread_key: str, items: list[dict[str, Any]]) -> None:
+        if self.dead:
+            return
+        if self.dies_at is not None and self.dies_at(thread_key, items, (await self.load(chat_id)).get(thread_key, [])):
+            self.dead = True
+            raise Killed()
+        await super().append(chat_id, thread_key, items)
+
+    def revive(self) -> None:
+        self.dies_at, self.dead = None, False
+
+
+def count(items: list[dict[str, Any]], role: str) -> int:
+    return sum(1 for item in items if item.get("role") == role)
+
+
+def relaying_ceo() -> ScriptedModel:
+    """Sends the Developer the same text every turn, then relays its reply."""
+    return ScriptedModel(
+        lambda call: f"relayed: {call.tool_outputs[-1]}" if call.tool_outputs else send_message("Developer", "build it")
+    )
+
+
+def numbering_developer() -> ScriptedModel:
+    """Answers "build #n" to its n-th message."""
+    return ScriptedModel(lambda call: f"build #{count(call.input, 'user')}")
+
+
+def same_text_agency(store: DiesOnce) -> tuple[Agency, ScriptedModel, ScriptedModel]:
+    ceo_model, dev_model = relaying_ceo(), numbering_developer()
+    ceo, dev = Agent(name="CEO", model=ceo_model), Agent(name="Developer", model=dev_model)
+    return Agency([ceo, [ceo, dev]], thread_store=store), ceo_model, dev_model
+
+
+DEATHS = {  # where turn 2 dies: (thread key, what the append carries, what is stored before it)
+    "before the message reached the Developer":
+        lambda key, items, stored: key == "CEO->Developer" and count(items, "user") and count(stored, "user") == 1,
+    "before the Developer answered":
+        lambda key, items, stored: key == "CEO->Developer" and count(items, "assistant")
+        and count(stored, "assistant") == 1,
+    "before the CEO read the answer":
+        lambda key, items, stored: key == "user->CEO" and any(i.get("type") == "function_call_output" for i in items)
+        and any(i.get("type") == "function_call_output" for i in stored),
+}
+
+
+@pytest.mark.parametrize("death", list(DEATHS))
+async def test_resume_after_the_same_text_was_sent_twice_never_hands_back_the_older_reply(death: str) -> None:
+    store = DiesOnce(DEATHS[death])
+    agency, _, _ = same_text_agency(store)
+    first = await agency.get_response("first", chat_id="k")
+    assert first.final_output == "relayed: build #1"
+    with pytest.raises(Killed):
+        await agency.get_response("second", chat_id="k")
+
+    store.revive()
+    restarted, ceo_model, dev_model = same_text_agency(store)  # a new process on what the store kept
+    result = await restarted.resume("k")
+
+    assert result.final_output == "relayed: build #2"
+    assert ceo_model.calls[-1].tool_outputs == ["build #2"]
+    assert len(dev_model.calls) == (0 if death == "before the CEO read the answer" else 1)
+    developer = restarted.thread_manager.get_threads("k")["CEO->Developer"]
+    assert [item["content"] for item in developer if item.get("role") == "user"] == ["build it", "build it"]
+    assert count(developer, "assistant") == 2
+    for call in dev_model.calls:  # the call id kept with a delivered message never reaches the model
+        assert [sorted(item) for item in call.input if item.get("role") == "user"] == [["content", "role"]] * 2

@@ -123,8 +123,10 @@ async def test_a_cycle_runs_and_refuses_re_entry() -> None:
     assert len(nested_ceo_outputs) == 1
     assert nested_ceo_outputs[0]["output"].startswith("Error")
     assert "Developer" in nested_ceo_outputs[0]["output"]
-    assert threads["CEO->Developer"][0] == {"role": "user", "content": "please build"}
-    assert threads["Developer->CEO"][0] == {"role": "user", "content": "a question"}
+    # each delivered message keeps the call id of the send that carried it
+    ceo_send, dev_send = threads["user->CEO"][1]["call_id"], threads["CEO->Developer"][1]["call_id"]
+    assert threads["CEO->Developer"][0] == {"role": "user", "content": "please build", "send_call_id": ceo_send}
+    assert threads["Developer->CEO"][0] == {"role": "user", "content": "a question", "send_call_id": dev_send}
 
 
 async def test_an_agent_shared_by_two_agencies_does_not_leak_between_them() -> None:

@@ -93,7 +93,9 @@ async def test_500_concurrent_chats_each_keep_exactly_their_own_items() -> None:
         assert text.count("chat-") == text.count(f"{chat_id}") > 0  # no other chat's id anywhere
         assert [i.get("type") for i in threads["user->CEO"]] == [None, "function_call", "function_call_output",
                                                                    "message"]
-        assert threads["CEO->Developer"][0] == {"role": "user", "content": f"id={chat_id}"}
+        assert threads["CEO->Developer"][0] == {
+            "role": "user", "content": f"id={chat_id}", "send_call_id": threads["user->CEO"][1]["call_id"]
+        }
 
 
 async def test_two_turns_on_one_chat_run_one_after_the_other_in_arrival_order() -> None:

@@ -119,7 +119,11 @@ async def test_triage_plan_execute_review_summary_in_the_plans_order() -> None:
         "coordinator->leave-agent", "coordinator->review-agent",
     }
     first = threads["coordinator->payroll-agent"][0]
-    assert first == {"role": "user", "content": "Employee E100: What was on my last pay stub?"}
+    sends = {item["call_id"] for item in threads["user->coordinator"] if item.get("type") == "function_call"}
+    assert first == {
+        "role": "user", "content": "Employee E100: What was on my last pay stub?", "send_call_id": first["send_call_id"]
+    }
+    assert first["send_call_id"] in sends
     # the sub-agents' tools really ran against the run's database
     [booking] = outcome.database.bookings
     assert (booking.employee_id, str(booking.start), str(booking.end), booking.days) == (

@@ -619,7 +619,9 @@ async def test_a_client_that_leaves_cancels_the_turn_and_what_was_stored_stays(t
     ]
     assert ceo[0] == {"role": "user", "content": "first"}
     assert "interrupted" in ceo[2]["output"]  # the cancelled send was answered, and stored, before the lock went
-    assert threads["CEO->Developer"][0] == {"role": "user", "content": "Please do: first"}
+    assert threads["CEO->Developer"][0] == {
+        "role": "user", "content": "Please do: first", "send_call_id": ceo[1]["call_id"]
+    }
     assert text_ends(ceo[-1], "Please do: second")
     await app.state.agency.aclose()
 

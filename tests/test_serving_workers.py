@@ -177,7 +177,9 @@ async def test_a_worker_killed_during_a_nested_turn_is_resumed_on_another(
     stored = await load(postgres, chat_id)  # the dead turn's progress is in the store, its calls unanswered
     assert stored["user->CEO"][4:] == [{"role": "user", "content": message}, stored["user->CEO"][5]]
     assert stored["user->CEO"][5]["name"] == "send_message"
-    assert stored["CEO->Developer"][2:] == [{"role": "user", "content": f"Please do: {message}"}]
+    assert stored["CEO->Developer"][2:] == [
+        {"role": "user", "content": f"Please do: {message}", "send_call_id": stored["user->CEO"][5]["call_id"]}
+    ]
 
     gate.open()
     passed_before = len(gate.passed)

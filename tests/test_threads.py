@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents import AgentHooks
 
 from agency_swarm import Agency, Agent, ConfigError, function_tool
 from agency_swarm.testing import Fail, ModelCall, ScriptedModel, Step, ToolCall, send_message
@@ -39,6 +40,11 @@ def build(
     ceo = Agent(name="CEO", description="Leads", model=ceo_model)
     dev = Agent(name="Developer", description="Codes", model=dev_model)
     return Agency([ceo, [ceo, dev]], **agency_kwargs), ceo_model, dev_model
+
+
+def as_model_sees(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A thread between agents as its model reads it: incoming messages without the send's call id."""
+    return [{key: value for key, value in item.items() if key != "send_call_id"} for item in items]
 
 
 def outputs_answer_every_call(threads: Threads) -> None:
@@ -104,7 +110,9 @@ async def test_recipient_thread_holds_what_its_model_saw() -> None:
     thread = agency.thread_manager.get_thread("c1", "CEO", "Developer")
     seen = dev_model.calls[-1].input
     assert seen == [{"role": "user", "content": "task: landing page"}]
-    assert thread.items[: len(seen)] == seen
+    assert as_model_sees(thread.items[: len(seen)]) == seen
+    send = agency.thread_manager.get_thread("c1", "user", "CEO").items[1]
+    assert thread.items[0] == {"role": "user", "content": "task: landing page", "send_call_id": send["call_id"]}
     (reply,) = thread.items[len(seen) :]
     assert reply["type"] == "message"
     assert reply["role"] == "assistant"
@@ -123,6 +131,43 @@ async def test_recipient_thread_holds_what_its_model_saw() -> None:
     assert ceo_seen[2]["output"] == "built task: landing page"
 
 
+class RecordsModelInput(AgentHooks[Any]):
+    def __init__(self) -> None:
+        self.inputs: list[list[Any]] = []
+
+    async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: list[Any]) -> None:
+        self.inputs.append(list(input_items))
+
+
+@pytest.mark.parametrize("how", ["plain", "history_window", "streamed", "hooks"])
+async def test_the_send_call_id_kept_with_a_message_never_reaches_the_model(how: str) -> None:
+    """Every path that hands a thread between agents to a model leaves the call id out: the Responses API rejects
+    unknown fields, and the SDK's Chat Completions converter rejects the item."""
+    hooks = RecordsModelInput()
+    agency, _, dev_model = build()
+    dev = agency.agents["Developer"]
+    if how == "history_window":
+        dev.history_window = 2
+    if how == "hooks":
+        dev.hooks = hooks
+    for message in ("first", "second", "third"):
+        await run_turn(agency, message, "c1", streaming=how == "streamed")
+    await dev.get_response("directly", chat_id="c1", sender_name="CEO")  # no send: the id is None
+
+    stored = agency.thread_manager.get_thread("c1", "CEO", "Developer").items
+    incoming = [item for item in stored if item.get("role") == "user"]
+    assert [item["send_call_id"] is None for item in incoming] == [False, False, False, True]
+    seen = [call.input for call in dev_model.calls] + hooks.inputs
+    assert len(seen) == (8 if how == "hooks" else 4)
+    for items in seen:
+        assert all("send_call_id" not in item for item in items)
+    first = [item for item in dev_model.calls[-1].input if item.get("role") == "user"]
+    expected = ["task: first", "task: second", "task: third", "directly"]
+    windowed = [expected[0], expected[-1]]  # the first item and the last two (the third answer, "directly")
+    assert [item["content"] for item in first] == (windowed if how == "history_window" else expected)
+    assert all(call.stream == (how == "streamed") for call in dev_model.calls[:3])
+
+
 async def test_recipient_thread_keeps_history_across_turns() -> None:
     agency, ceo_model, dev_model = build()
     await agency.get_response("first", chat_id="c1")
@@ -131,7 +176,7 @@ async def test_recipient_thread_keeps_history_across_turns() -> None:
 
     assert len(dev_model.calls) == 2
     second_input = dev_model.calls[1].input
-    assert second_input[: len(after_first)] == after_first
+    assert second_input[: len(after_first)] == as_model_sees(after_first)
     assert second_input[len(after_first) :] == [{"role": "user", "content": "task: second"}]
     # The CEO also sees the whole first turn in its second turn.
     ceo_first_turn_items = 4  # user, function_call, function_call_output, answer
@@ -235,7 +280,7 @@ async def test_new_agency_continues_a_saved_chat(kind: str) -> None:
     assert ceo_input[: len(saved["user->CEO"])] == saved["user->CEO"]
     assert ceo_input[len(saved["user->CEO"]) :] == [{"role": "user", "content": "second task"}]
     dev_input = dev_model.calls[0].input
-    assert dev_input[: len(saved["CEO->Developer"])] == saved["CEO->Developer"]
+    assert dev_input[: len(saved["CEO->Developer"])] == as_model_sees(saved["CEO->Developer"])
     assert dev_input[-1] == {"role": "user", "content": "task: second task"}
     assert result.new_items[0] == {"role": "user", "content": "second task"}
     assert store.loads == ["c1", "c1"]
@@ -275,7 +320,7 @@ async def test_new_agency_continues_a_chat_saved_to_a_json_file(tmp_path: Path) 
     second, ceo_model, dev_model = build(load_threads_callback=load, save_threads_callback=save)
     await second.get_response("second task", chat_id="c1")
     assert ceo_model.calls[0].input[: len(on_disk["user->CEO"])] == on_disk["user->CEO"]
-    assert dev_model.calls[0].input[: len(on_disk["CEO->Developer"])] == on_disk["CEO->Developer"]
+    assert dev_model.calls[0].input[: len(on_disk["CEO->Developer"])] == as_model_sees(on_disk["CEO->Developer"])
     assert ceo_model.calls[0].input[0] == {"role": "user", "content": "first task"}
     after = json.loads(path("c1").read_text())
     assert after["user->CEO"][: len(on_disk["user->CEO"])] == on_disk["user->CEO"]

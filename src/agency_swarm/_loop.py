@@ -225,6 +225,8 @@ class _Turn:
     span: Any = None
     emit: EmitEvent | None = None
     """Where this turn's events go; None when nobody reads them (then none is built)."""
+    sent_by: str | None = None
+    """The call id of the send_message call that delivered this turn's message (None: not a send)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -498,7 +500,7 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
     if emit is not None or agent.input_guardrails or agent.hooks is not None:
         await _start(turn, message)
     elif message is not None:  # the plain agent: its message joins the thread, nothing else to tell
-        stored = turn.thread.add([{"role": "user", "content": message}])
+        stored = turn.thread.add([_incoming(turn, message)])
         if stored is not None:
             await stored
     setup = _reused_setup(turn, additional_instructions) or await _prepare(turn, additional_instructions)
@@ -620,9 +622,39 @@ async def _start(turn: _Turn, message: str | None) -> None:
     if agent.input_guardrails or agent.hooks is not None:
         await _begin(turn, message)
     if message is not None:
-        stored = turn.thread.add([{"role": "user", "content": message}])
+        stored = turn.thread.add([_incoming(turn, message)])
         if stored is not None:
             await stored
+
+
+SEND_CALL_ID = "send_call_id"
+"""Key of the call id that an agent's incoming message keeps in its thread: `{"role": "user", "content": ...,
+"send_call_id": "call_..."}`, or None when no send delivered it (a direct `agent.get_response(sender_name=...)`).
+Only threads between agents have it; resume matches a send by it (`_delivered`). The model never sees it: the
+Responses API rejects unknown fields, and the SDK's Chat Completions converter rejects such an item
+(`_model_input`)."""
+
+
+def _incoming(turn: _Turn, message: str) -> dict[str, Any]:
+    """The item a turn's message is stored as: from another agent, with the call id of the send that carried it."""
+    if turn.caller == USER_CALLER:
+        return {"role": "user", "content": message}
+    return {"role": "user", "content": message, SEND_CALL_ID: turn.sent_by}
+
+
+def _delivered(thread: ConversationThread, call_id: str, message: str) -> bool:
+    """Did the message of send `call_id` reach the recipient before the turn stopped (a crash, a pause)?
+
+    The recipient's last incoming message tells by the call id stored with it. One stored without it (by a
+    version before call ids were kept) is matched by its text, as those versions did.
+    """
+    for item in reversed(thread.items):
+        if item.get("role") == "user" and "type" not in item:
+            if SEND_CALL_ID in item:
+                return bool(item[SEND_CALL_ID] == call_id)
+            content = item.get("content")
+            return (content if isinstance(content, str) else json.dumps(content)) == message
+    return False
 
 
 async def _begin(turn: _Turn, message: str | None) -> None:
@@ -766,7 +798,9 @@ def _output_schema(agent: Agent) -> AgentOutputSchemaBase | None:
 
 def _plain_call(turn: _Turn, setup: _Setup, settings: Any, model: Model) -> Awaitable[ModelResponse]:
     """`model`'s response, with no hook, prompt or span involved (and no coroutine of its own)."""
-    history: Any = turn.thread.items[:] if turn.agent.history_window is None else _history(turn)
+    history: Any = (
+        turn.thread.items[:] if turn.agent.history_window is None and turn.caller == USER_CALLER else _history(turn)
+    )
     return model.get_response(
         setup.instructions, history, settings, setup.tools, setup.schema, [], _UNTRACED,
         previous_response_id=None, conversation_id=None, prompt=None,
@@ -828,12 +862,25 @@ def _current_span(turn: _Turn) -> AbstractContextManager[None]:
 
 
 def _history(turn: _Turn) -> list[dict[str, Any]]:
-    """What the model reads: a list of its own, so items the turn adds later never appear in what it was given."""
+    """What the model reads: a list of its own, so items the turn adds later never appear in what it was given;
+    in a thread between agents, without the send call ids kept with incoming messages."""
     items = turn.thread.items
     window = turn.agent.history_window
     if window is None or len(items) <= window + 1:
-        return items[:]
-    return window_of(items, window)
+        return items[:] if turn.caller == USER_CALLER else _model_input(items)
+    windowed = window_of(items, window)
+    return windowed if turn.caller == USER_CALLER else _model_input(windowed)
+
+
+def _model_input(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of `items` whose incoming messages leave out their send call id (`SEND_CALL_ID`)."""
+    return [item if SEND_CALL_ID not in item else _without_call_id(item) for item in items]
+
+
+def _without_call_id(item: dict[str, Any]) -> dict[str, Any]:
+    plain = item.copy()
+    del plain[SEND_CALL_ID]
+    return plain
 
 
 def window_of(items: list[dict[str, Any]], window: int) -> list[dict[str, Any]]:
@@ -1249,12 +1296,12 @@ async def _send(turn: _Turn, step: SendMessage, outputs: list[Any], index: int, 
         outputs[index] = reentry_refusal(sender, recipient.name)
         return
     thread = wiring.thread_manager.get_thread(run.chat_id, sender, recipient.name)
-    continuing = step.resume and _last_user_message(thread) == request.message
+    continuing = step.resume and _delivered(thread, call.call_id, request.message)
     if continuing and is_finished(thread.items):  # the reply exists; a crash came before it reached the caller
         outputs[index] = _final_text(thread.items[-1])
         return
     sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
-    sub = _Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit)
+    sub = _Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit, sent_by=call.call_id)
     if turn.span is not None:
         sub.parent_span = started(custom_span(name=SEND_MESSAGE, parent=turn.span, data={
             "caller": sender, "recipient": recipient.name, "depth": depth, "chat_id": run.chat_id,
