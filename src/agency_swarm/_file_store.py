@@ -23,7 +23,7 @@ from aiofiles.threadpool.binary import AsyncFileIO
 from ._dir_lock import SEVERAL_PROCESSES, DirectoryLock
 from ._errors import ConfigError, InvalidChatId, ItemTooLarge, StoreError
 from ._store import DEFAULT_MAX_ITEM_BYTES, Item, Threads
-from ._threads import check_chat_id
+from ._threads import check_chat_id, finish
 
 logger = logging.getLogger(__name__)
 
@@ -330,14 +330,22 @@ class FileThreadStore:
         async with self._lock(chat_id):
             self._check_open()
             handle = await self._handle(chat_id, path)
-            try:
-                await self._write(handle.file, data)
-                if self._durable:
-                    await asyncio.to_thread(os.fsync, handle.file.fileno())
-            except OSError as exc:
-                await self._roll_back(chat_id, path, handle)
-                raise StoreError(f"could not append to {path}: {exc}. Items stored before remain.") from exc
-            handle.size += len(data)
+            commit = self._commit(chat_id, path, handle, data)
+            if len(data) <= INLINE_WRITE_BYTES and not self._durable:
+                await commit  # written on this thread, without a pause: no cancellation can come in between
+            else:  # a worker thread writes it, and a thread cannot be stopped: so the append is finished (and the
+                await finish(commit)  # chat kept locked) even if this task is cancelled meanwhile
+
+    async def _commit(self, chat_id: str, path: str, handle: _Handle, data: bytes) -> None:
+        """Write one append's lines (and fsync them if durable); after a failure, cut the file back."""
+        try:
+            await self._write(handle.file, data)
+            if self._durable:
+                await asyncio.to_thread(os.fsync, handle.file.fileno())
+        except OSError as exc:
+            await self._roll_back(chat_id, path, handle)
+            raise StoreError(f"could not append to {path}: {exc}. Items stored before remain.") from exc
+        handle.size += len(data)
 
     async def list_chats(self) -> list[str]:
         self._check_open()

@@ -8,7 +8,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, nullcontext
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from ._errors import ConfigError, InvalidChatId, ItemTooLarge
 from ._store import (
@@ -361,35 +361,53 @@ class ThreadManager:
 CLEAN_UP_SECONDS = 10.0
 """How long a clean-up write (a cancelled turn's "interrupted" outputs, its save) may hold a cancellation up."""
 
+T = TypeVar("T")
 
-async def clean_up(write: Awaitable[object], what: str) -> None:
-    """Run a clean-up write to its end even while this task is cancelled again, for at most CLEAN_UP_SECONDS.
 
-    A turn that fails or is cancelled still writes what keeps its chat valid, but anyio's cancel scopes (FastAPI,
-    Jupyter) cancel again at every await, and a second Ctrl-C cancels the clean-up itself. So the write runs in a
-    task of its own, which no cancellation of this one reaches; this task waits for it, inside an anyio shield when
-    anyio is loaded, and through any asyncio cancellation, which it raises once the write is over. A write still
-    running after the bound is cancelled and logged: a hung store cannot hold cancellation up for ever. A write that
-    fails is logged, not raised: the turn's own error is the one its caller gets.
+async def finish(work: Awaitable[T], *, seconds: float | None = None) -> T:
+    """Await `work` to its end even if this task is cancelled meanwhile, and raise that cancellation afterwards.
+
+    `work` runs in a task of its own, which no cancellation of this one reaches. This task waits for it inside an
+    anyio shield when anyio is loaded (anyio's cancel scopes, as FastAPI and Jupyter use them, cancel again at every
+    await) and through any number of asyncio cancellations (a second Ctrl-C). With `seconds`, it waits that long at
+    most: then `work` is cancelled and TimeoutError raised (the cancellation instead, if one came).
     """
-    task = asyncio.ensure_future(write)
+    task = asyncio.ensure_future(work)
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + CLEAN_UP_SECONDS
+    deadline = None if seconds is None else loop.time() + seconds
     cancelled: asyncio.CancelledError | None = None
     with _anyio_shield():
         while not task.done():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
                 task.cancel()
-                logger.error("%s did not finish within %s s of a cancellation; it was cut off", what, CLEAN_UP_SECONDS)
-                break
+                task.add_done_callback(_retrieve)  # nobody awaits it any more
+                if cancelled is not None:
+                    raise cancelled
+                raise TimeoutError(f"did not finish within {seconds} s; it was cut off")
             try:
                 await asyncio.wait((task,), timeout=remaining)  # never cancels the task it waits for
             except asyncio.CancelledError as error:
                 cancelled = error
-    task.add_done_callback(_log_failure(what))
     if cancelled is not None:
-        raise cancelled
+        raise cancelled from (None if task.cancelled() else task.exception())
+    return task.result()
+
+
+async def clean_up(write: Awaitable[object], what: str) -> None:
+    """A clean-up write of a failed or cancelled turn (what keeps its chat valid), run to its end even when this task
+    is cancelled again, for at most CLEAN_UP_SECONDS: a hung store cannot hold cancellation up for ever. A write that
+    fails (or is cut off by the bound) is logged, not raised: the turn's own error is the one its caller gets."""
+    try:
+        await finish(write, seconds=CLEAN_UP_SECONDS)
+    except Exception as error:
+        logger.error("%s failed while the turn was being cut short: %s", what, error,
+                     exc_info=not isinstance(error, TimeoutError))
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def _anyio_shield() -> AbstractContextManager[object]:
@@ -399,14 +417,6 @@ def _anyio_shield() -> AbstractContextManager[object]:
         return nullcontext()
     scope: AbstractContextManager[object] = anyio.CancelScope(shield=True)
     return scope
-
-
-def _log_failure(what: str) -> Callable[[asyncio.Future[object]], None]:
-    def done(task: asyncio.Future[object]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s failed while the turn was being cut short", what, exc_info=task.exception())
-
-    return done
 
 
 def interrupted_output(call_id: str) -> Item:
