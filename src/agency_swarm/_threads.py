@@ -118,7 +118,9 @@ class ConversationThread:
             if append_now is None:
                 return self._stored(store, items)
             append_now(self.chat_id, self.key, items)
-        self._took(items)
+        self.items.extend(items)  # (not through _took: this is every turn's path without a store)
+        if self._listeners:
+            self._tell(items)
         return None
 
     async def _stored(self, store: ThreadStore, items: list[Item]) -> None:
@@ -130,14 +132,14 @@ class ConversationThread:
             if self._on_unknown is not None:  # the store may hold the items or not: it is the one to ask
                 self._on_unknown(self.chat_id)
             raise
-        self._took(items)
-
-    def _took(self, items: list[Item]) -> None:
         self.items.extend(items)
         if self._listeners:
-            for item in items:
-                for listener in self._listeners:
-                    listener(self, item)
+            self._tell(items)
+
+    def _tell(self, items: list[Item]) -> None:
+        for item in items:
+            for listener in self._listeners:
+                listener(self, item)
 
     def __repr__(self) -> str:
         return f"ConversationThread({self.chat_id!r}, {self.key!r}, {len(self.items)} items)"
