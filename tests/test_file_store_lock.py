@@ -112,26 +112,42 @@ async def test_different_directories_do_not_conflict(tmp_path: Path) -> None:
     await two.aclose()
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
-def test_a_forked_child_cannot_write_through_its_parents_store(tmp_path: Path) -> None:
-    directory = tmp_path / "threads"
-    store = FileThreadStore(directory)
+FORKER = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    from agency_swarm import FileThreadStore
+    from agency_swarm._errors import StoreError
+
+    store = FileThreadStore(sys.argv[1])  # then fork: here, in a fresh interpreter, no thread runs yet
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:  # the child: report what using the inherited store does, then leave at once
+    if pid == 0:  # the forked child reports what using the inherited store does
         try:
             asyncio.run(store.append("c", "user->CEO", [{"role": "user", "content": "from the child"}]))
-            message = b"appended"
+            said = "appended"
         except StoreError as error:
-            message = str(error).encode()
-        except BaseException as error:  # anything else, reported to the parent
-            message = repr(error).encode()
-        os.write(write, message)
+            said = str(error)
+        os.write(write, said.encode())
         os._exit(0)
     os.close(write)
     with os.fdopen(read, "rb") as pipe:
-        said = pipe.read().decode()
+        print(pipe.read().decode(), flush=True)
     os.waitpid(pid, 0)
-    assert "forked" in said, said
-    assert not (directory / "c.jsonl").exists()
-    asyncio.run(store.aclose())
+    asyncio.run(store.append("c", "user->CEO", [{"role": "user", "content": "from the parent"}]))
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+async def test_a_forked_child_cannot_write_through_its_parents_store(tmp_path: Path) -> None:
+    directory = tmp_path / "threads"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", FORKER, str(directory),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+    )
+    stdout, stderr = await asyncio.wait_for(child.communicate(), timeout=60)
+    assert child.returncode == 0, stderr.decode()
+    assert "forked" in stdout.decode(), stdout.decode()
+    assert "from the child" not in (directory / "c.jsonl").read_text()
+    assert "from the parent" in (directory / "c.jsonl").read_text()  # the parent's store still works
