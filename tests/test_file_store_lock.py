@@ -85,16 +85,34 @@ async def test_this_process_is_refused_while_another_one_holds_the_directory(tmp
         assert (await agency.get_response("hello", chat_id="c")).final_output == "hi"
 
 
-async def test_a_second_store_in_this_process_is_refused_until_the_first_is_closed(tmp_path: Path) -> None:
+async def test_a_second_store_in_this_process_takes_over_and_the_first_stops(tmp_path: Path) -> None:
+    """A notebook cell (or a script) that builds its agency again gets a working store; the old one refuses."""
     directory = tmp_path / "threads"
     first = FileThreadStore(directory)
-    with pytest.raises(StoreError, match="another FileThreadStore in this process") as caught:
-        FileThreadStore(tmp_path / "." / "threads")  # the same directory by another path
+    await first.append("c", "user->CEO", [{"role": "user", "content": "one"}])
+    second = FileThreadStore(tmp_path / "." / "threads")  # the same directory by another path
+    with pytest.raises(StoreError, match="replaced by a newer FileThreadStore") as caught:
+        await first.append("c", "user->CEO", [{"role": "user", "content": "lost?"}])
     assert str(directory) in str(caught.value)
-    assert "aclose" in str(caught.value)
-    await first.aclose()
-    second = FileThreadStore(directory)
+    await second.append("c", "user->CEO", [{"role": "user", "content": "two"}])
+    assert [item["content"] for item in (await second.load("c"))["user->CEO"]] == ["one", "two"]
+    await first.aclose()  # closing the old store leaves the new one's lock alone
+    code, out = await run_opener(directory)
+    assert code == 3, out
     await second.aclose()
+
+
+async def test_an_agency_built_again_on_the_same_threads_dir_just_works(tmp_path: Path) -> None:
+    old = Agency(Agent(name="CEO", model=ScriptedModel.each_turn(["hi"])), threads_dir=tmp_path)
+    await old.get_response("hello", chat_id="c")
+    agency = Agency(Agent(name="CEO", model=ScriptedModel.each_turn(["again"])), threads_dir=tmp_path)
+    assert (await agency.get_response("hello", chat_id="c")).final_output == "again"
+    assert len(agency.thread_manager.get_threads("c")["user->CEO"]) == 4
+    with pytest.raises(StoreError, match="replaced by a newer FileThreadStore"):
+        await old.get_response("stale", chat_id="new-chat")
+    await old.aclose()
+    assert (await agency.get_response("still here", chat_id="c")).final_output == "again"
+    await agency.aclose()
 
 
 async def test_a_store_that_is_dropped_frees_the_directory(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """One process per FileThreadStore directory: an exclusive, non-blocking `flock` on the directory itself.
 
 The lock is taken when the store opens and held until `aclose()` (or until the store is garbage collected, or the
-process ends, however it ends: the kernel drops it). `flock` locks belong to an open file description, so a second
-store in this same process conflicts as well, and a forked child shares its parent's lock: a child's inherited
+process ends, however it ends: the kernel drops it). A second store on the same directory in this same process takes
+the lock over and the first one stops working (`superseded`): that is a notebook cell or a script building its
+agency again, and the newer store is the one in use. A forked child shares its parent's lock: a child's inherited
 stores refuse to work (`forked`). Linux and macOS; without `fcntl` (Windows), or on a file system that cannot lock
 (some NFS set-ups), the rule is not enforced and a warning is logged.
 """
@@ -34,13 +35,17 @@ _held: weakref.WeakValueDictionary[tuple[int, int], DirectoryLock] = weakref.Wea
 class DirectoryLock:
     """An exclusive lock on `directory`, taken now (StoreError if another process or store holds it)."""
 
-    __slots__ = ("__weakref__", "_release", "directory", "forked")
+    __slots__ = ("__weakref__", "_release", "directory", "forked", "superseded")
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.forked = False
         """This process is a fork of the one that took the lock: the store must not be used here."""
+        self.superseded = False
+        """A newer store on the same directory in this process took the lock over: this store must not be used."""
         self._release: weakref.finalize[[int], DirectoryLock] | None = None
+        if self._took_over():
+            return
         if fcntl is None:  # pragma: no cover - Windows
             logger.warning("%s: no fcntl here; one process per FileThreadStore directory is not enforced", directory)
             return
@@ -58,6 +63,25 @@ class DirectoryLock:
             return
         self._release = weakref.finalize(self, os.close, fd)  # also when the store is dropped without aclose()
         _held[(status.st_dev, status.st_ino)] = self
+
+    def _took_over(self) -> bool:
+        """Take the lock of an older store on this directory in this process, which then stops working."""
+        try:
+            status = os.stat(self.directory)
+        except OSError:
+            return False
+        key = (status.st_dev, status.st_ino)
+        older = _held.get(key)
+        if older is None or older.forked or older._release is None:
+            return False
+        older.superseded = True
+        fd = older._release.detach()  # the descriptor (and with it the lock) passes to this store
+        older._release = None
+        if fd is None:
+            return False
+        self._release = weakref.finalize(self, os.close, fd[2][0])
+        _held[key] = self
+        return True
 
     def release(self) -> None:
         """Let another store or process open the directory; idempotent."""

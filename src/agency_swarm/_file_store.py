@@ -386,9 +386,14 @@ class FileThreadStore:
 
     # -- internals ---------------------------------------------------------------------------
     def _check_open(self) -> None:
-        if self._closed or self._dir_lock.forked:
+        if self._closed or self._dir_lock.forked or self._dir_lock.superseded:
             if self._closed:
                 raise StoreError(f"FileThreadStore {self._dir} is closed.")
+            if self._dir_lock.superseded:
+                raise StoreError(
+                    f"FileThreadStore {self._dir} was replaced by a newer FileThreadStore on the same directory in "
+                    "this process (an agency built again, e.g. a notebook cell run twice): use the newer one."
+                )
             raise StoreError(
                 f"FileThreadStore {self._dir} was opened by the process this one was forked from; it writes there, "
                 f"not here. Open stores after forking (one process per directory). {SEVERAL_PROCESSES}"
