@@ -158,7 +158,9 @@ async def test_healthz(client: httpx.AsyncClient) -> None:
 
 async def test_unknown_paths_and_methods_are_json_errors(client: httpx.AsyncClient) -> None:
     error_of(await client.get("/nowhere"), 404, "not_found")
-    error_of(await client.get("/chats/c1/messages"), 405, "method_not_allowed")
+    not_allowed = await client.get("/chats/c1/messages")
+    error_of(not_allowed, 405, "method_not_allowed")
+    assert not_allowed.headers["allow"] == "POST"  # RFC 9110: a 405 names the methods that are allowed
     assert (await client.get("/docs")).status_code == 404  # no CDN-backed docs page: this may run offline
 
 
@@ -200,6 +202,36 @@ async def test_openapi_lists_every_endpoint_with_its_real_shapes() -> None:
         assert set(error) == set(schemas["ErrorResponse"]["properties"])
         assert set(error["error"]) <= set(schemas["ErrorDetail"]["properties"])
     await app.state.agency.aclose()
+
+
+def test_openapi_links_lead_from_a_chat_to_what_may_follow() -> None:
+    spec = create_app(build_agency, store=MemoryThreadStore()).openapi()
+    operations = {op["operationId"]: op for methods in spec["paths"].values() for op in methods.values()}
+    assert set(operations) == {
+        "healthz", "post_message", "stream_message", "resume", "resume_stream", "get_threads", "delete_chat"
+    }
+    same_chat = {"chat_id": "$request.path.chat_id"}
+    for name, op in operations.items():
+        if name == "healthz":
+            continue
+        ok = op["responses"]["204" if name == "delete_chat" else "200"]
+        assert {link["operationId"] for link in ok["links"].values()} >= set(operations) - {"healthz"}
+        assert all(link["parameters"] == same_chat for link in ok["links"].values())
+        assert "Names the chat" in op["parameters"][0]["schema"]["description"]
+    approve = operations["post_message"]["responses"]["409"]["links"]["approve_waiting_call"]
+    assert approve == {
+        "operationId": "resume", "parameters": same_chat,
+        "requestBody": {"approve": ["$response.body#/error/interruptions/0/call_id"]},
+    }
+    assert operations["resume"]["responses"]["200"]["links"]["approve_waiting_call"]["requestBody"] == {
+        "approve": ["$response.body#/interruptions/0/call_id"]
+    }
+    stream = operations["stream_message"]["responses"]
+    event = stream["200"]["content"]["text/event-stream"]["schema"]  # each event, as OpenAPI 3.2's itemSchema
+    assert event["required"] == ["event", "data"]
+    assert event["properties"]["data"]["contentMediaType"] == "application/json"
+    assert list(stream["409"]["content"]) == ["application/json"]  # errors of a stream route are JSON
+    assert set(operations["healthz"]["responses"]) == {"200", "503"}
 
 
 async def test_without_a_token_openapi_shows_no_security() -> None:

@@ -30,13 +30,13 @@ import os
 import re
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path as FilePath
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import Body, Depends, FastAPI, Request, Response
+from fastapi import Body, Depends, FastAPI, Path, Request, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -103,6 +103,16 @@ ENV_AUTH_TOKEN_ENV = "AGENCY_SWARM_SERVE_AUTH_TOKEN_ENV"
 ENV_MAX_BODY_BYTES = "AGENCY_SWARM_SERVE_MAX_BODY_BYTES"
 ENV_MODELS = "AGENCY_SWARM_SERVE_MODELS"
 ENV_TOOLKITS = "AGENCY_SWARM_SERVE_TOOLKITS"
+ChatId = Annotated[
+    str,
+    Path(
+        description=(
+            "Names the chat: 1 to 200 printable characters (at most 255 UTF-8 bytes), no '/' or '\\', not '.' or "
+            "'..'; any other id is 400 invalid_chat_id. A chat exists once something is stored in it."
+        ),
+        json_schema_extra={"maxLength": 200},
+    ),
+]
 _FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
@@ -296,12 +306,14 @@ def result_response(result: RunResult) -> RunResultResponse:
     )
 
 
-def _error(status: int, kind: str, message: str, **extra: Any) -> JSONResponse:
+def _error(
+    status: int, kind: str, message: str, headers: Mapping[str, str] | None = None, **extra: Any
+) -> JSONResponse:
     detail = ErrorDetail(type=kind, message=message, **extra)
-    return _JSONBody(
-        {"error": detail.model_dump(mode="json", exclude_none=True)}, status_code=status,
-        headers={"www-authenticate": "Bearer"} if status == 401 else None,
-    )
+    sent = dict(headers or {})
+    if status == 401:
+        sent["www-authenticate"] = "Bearer"
+    return _JSONBody({"error": detail.model_dump(mode="json", exclude_none=True)}, status_code=status, headers=sent)
 
 
 def error_status(exc: BaseException) -> tuple[int, ErrorDetail]:
@@ -427,6 +439,33 @@ async def _event_stream(stream: ResponseStream, chat_id: str) -> EventStreamResp
     return EventStreamResponse(_EventPump(stream, events, first, chat_id))
 
 
+def _when_type(kind: str, field: str, schema: str) -> dict[str, Any]:
+    return {
+        "if": {"properties": {"type": {"const": kind}}, "required": ["type"]},
+        "then": {"required": [field], "properties": {field: {"$ref": f"#/components/schemas/{schema}"}}},
+    }
+
+
+_SSE_EVENT_SCHEMA: dict[str, Any] = {
+    "description": "One event (OpenAPI 3.1 has no itemSchema: as in 3.2's, this schema describes each event).",
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "description": "The event's type, the same as its data's `type`."},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {
+                "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"type": "string"}},
+                "allOf": [
+                    _when_type("done", "result", "RunResultResponse"), _when_type("error", "error", "ErrorDetail")
+                ],
+            },
+        },
+    },
+}
 _SSE_DOC: dict[int | str, dict[str, Any]] = {
     200: {
         "description": (
@@ -435,7 +474,7 @@ _SSE_DOC: dict[int | str, dict[str, Any]] = {
             '{"type": "done", "result": RunResultResponse}) or `error` (data: {"type": "error", "error": '
             "ErrorDetail}). Comment lines (`: keep-alive`) may come between events."
         ),
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {"schema": _SSE_EVENT_SCHEMA}},
     }
 }
 
@@ -641,7 +680,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def http_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _error(exc.status_code, kind, str(exc.detail))
+        return _error(exc.status_code, kind, str(exc.detail), headers=exc.headers)  # a 405's Allow (RFC 9110)
 
     app.add_exception_handler(RequestValidationError, invalid_body)
     app.add_exception_handler(StarletteHTTPException, http_error)
@@ -660,27 +699,51 @@ _ERROR_DOCS = {
 }
 
 
-def _error_docs(*statuses: int, protected: bool) -> dict[int | str, dict[str, Any]]:
+def _error_docs(*statuses: int, protected: bool, sse: bool = False) -> dict[int | str, dict[str, Any]]:
     shown = [status for status in statuses if protected or status != 401]
+    if sse:  # a `model` would be documented as the route's media type, text/event-stream: errors are JSON
+        json_error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+        return {status: {"description": _ERROR_DOCS[status], "content": json_error} for status in shown}
     return {status: {"model": ErrorResponse, "description": _ERROR_DOCS[status]} for status in shown}
 
 
-def _add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: bool) -> None:
-    store = health.store
-    bearer = [Depends(HTTPBearer(auto_error=False))] if protected else []  # documents the scheme; _Guard checks
-    turn_errors = _error_docs(400, 401, 409, 413, 422, 500, 503, protected=protected)
-    read_errors = _error_docs(400, 401, 500, 503, protected=protected)
-    turn: dict[str, Any] = {"tags": ["chats"], "dependencies": bearer, "responses": turn_errors}
-    streamed: dict[str, Any] = {
-        **turn, "status_code": 200, "response_class": EventStreamResponse, "responses": {**turn_errors, **_SSE_DOC},
-    }
-    chat: dict[str, Any] = {"tags": ["chats"], "dependencies": bearer, "responses": read_errors}
+_CHAT_OPERATIONS = ("post_message", "stream_message", "resume", "resume_stream", "get_threads", "delete_chat")
 
+
+def _chat_links(approve: str | None = None) -> dict[str, Any]:
+    """OpenAPI links from a response about a chat to what may follow on that chat (clients and fuzzers follow them);
+    `approve`: where the response holds the call id of a tool call waiting for approval."""
+    chat = {"chat_id": "$request.path.chat_id"}
+    links: dict[str, Any] = {name: {"operationId": name, "parameters": chat} for name in _CHAT_OPERATIONS}
+    if approve is not None:
+        body = {"approve": [approve]}
+        links["approve_waiting_call"] = {"operationId": "resume", "parameters": chat, "requestBody": body}
+    return links
+
+
+def _route_docs(*statuses: int, protected: bool, result: str | None = None, sse: bool = False) -> dict[str, Any]:
+    """The keyword arguments of a chat route: tags, the documented bearer scheme, its responses with their links."""
+    responses = _error_docs(*statuses, protected=protected, sse=sse)
+    ok: dict[str, Any] = dict(_SSE_DOC[200]) if sse else {}
+    ok["links"] = _chat_links(None if result is None else f"$response.body#{result}/interruptions/0/call_id")
+    responses[200] = ok
+    if 409 in responses:  # chat_paused lists the calls waiting for approval
+        responses[409] = {**responses[409], "links": _chat_links("$response.body#/error/interruptions/0/call_id")}
+    bearer = [Depends(HTTPBearer(auto_error=False))] if protected else []  # documents the scheme; _Guard checks
+    docs: dict[str, Any] = {"tags": ["chats"], "dependencies": bearer, "responses": responses}
+    if sse:
+        docs.update(status_code=200, response_class=EventStreamResponse)
+    return docs
+
+
+def _add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: bool) -> None:
     health_errors: dict[int | str, dict[str, Any]] = {
         503: {"model": ErrorResponse, "description": "store_unavailable: the thread store does not answer"}
     }
 
-    @app.get("/healthz", response_model=HealthResponse, tags=["server"], responses=health_errors)
+    @app.get(
+        "/healthz", response_model=HealthResponse, tags=["server"], responses=health_errors, operation_id="healthz"
+    )
     async def healthz() -> Response:
         """The worker answers and so does its thread store (checked at most once a second). No authentication."""
         problem = await health.problem()
@@ -688,8 +751,19 @@ def _add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected:
             return _error(503, "store_unavailable", problem)
         return _model_response(HealthResponse(status="ok"))
 
-    @app.post("/chats/{chat_id}/messages", response_model=RunResultResponse, **turn)
-    async def post_message(chat_id: str, request: MessageRequest) -> Any:
+    _add_message_routes(app, agency, protected=protected)
+    _add_resume_routes(app, agency, protected=protected)
+    _add_chat_routes(app, agency, health.store, protected=protected)
+
+
+def _add_message_routes(app: FastAPI, agency: Agency, *, protected: bool) -> None:
+    turn = (400, 401, 409, 413, 422, 500, 503)
+
+    @app.post(
+        "/chats/{chat_id}/messages", response_model=RunResultResponse, operation_id="post_message",
+        **_route_docs(*turn, protected=protected, result=""),
+    )
+    async def post_message(chat_id: ChatId, request: MessageRequest) -> Any:
         """Run one turn and return its result once it is complete."""
         try:
             recipient = _entry_point(agency, request.recipient_agent)
@@ -698,8 +772,11 @@ def _add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected:
         except Exception as exc:
             return _failure(exc, chat_id)
 
-    @app.post("/chats/{chat_id}/messages:stream", **streamed)
-    async def stream_message(chat_id: str, request: MessageRequest) -> Response:
+    @app.post(
+        "/chats/{chat_id}/messages:stream", operation_id="stream_message",
+        **_route_docs(*turn, protected=protected, sse=True),
+    )
+    async def stream_message(chat_id: ChatId, request: MessageRequest) -> Response:
         """Run one turn, streaming every event of every agent as it happens; leaving cancels the turn."""
         try:
             recipient = _entry_point(agency, request.recipient_agent)
@@ -708,8 +785,15 @@ def _add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected:
         except Exception as exc:
             return _failure(exc, chat_id)
 
-    @app.post("/chats/{chat_id}/resume", response_model=RunResultResponse, **turn)
-    async def resume(chat_id: str, request: Annotated[ResumeRequest | None, Body()] = None) -> Any:
+
+def _add_resume_routes(app: FastAPI, agency: Agency, *, protected: bool) -> None:
+    turn = (400, 401, 409, 413, 422, 500, 503)
+
+    @app.post(
+        "/chats/{chat_id}/resume", response_model=RunResultResponse, operation_id="resume",
+        **_route_docs(*turn, protected=protected, result=""),
+    )
+    async def resume(chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None) -> Any:
         """Continue the chat's unfinished turn: after a pause for approvals, or after a worker died mid-turn."""
         decisions = request or ResumeRequest()
         try:
@@ -718,8 +802,11 @@ def _add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected:
         except Exception as exc:
             return _failure(exc, chat_id)
 
-    @app.post("/chats/{chat_id}/resume:stream", **streamed)
-    async def resume_stream(chat_id: str, request: Annotated[ResumeRequest | None, Body()] = None) -> Response:
+    @app.post(
+        "/chats/{chat_id}/resume:stream", operation_id="resume_stream",
+        **_route_docs(*turn, protected=protected, sse=True),
+    )
+    async def resume_stream(chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None) -> Response:
         """`resume` as Server-Sent Events, like messages:stream."""
         decisions = request or ResumeRequest()
         try:
@@ -728,8 +815,15 @@ def _add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected:
         except Exception as exc:
             return _failure(exc, chat_id)
 
-    @app.get("/chats/{chat_id}/threads", response_model=ThreadsResponse, **chat)
-    async def get_threads(chat_id: str) -> Any:
+
+def _add_chat_routes(app: FastAPI, agency: Agency, store: ThreadStore, *, protected: bool) -> None:
+    read = (400, 401, 422, 500, 503)
+
+    @app.get(
+        "/chats/{chat_id}/threads", response_model=ThreadsResponse, operation_id="get_threads",
+        **_route_docs(*read, protected=protected),
+    )
+    async def get_threads(chat_id: ChatId) -> Any:
         """What the store holds for the chat now (a running turn's items included, as they are stored)."""
         try:
             threads = await store.load(check_chat_id(chat_id))
@@ -737,8 +831,11 @@ def _add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected:
         except Exception as exc:
             return _failure(exc, chat_id)
 
-    @app.delete("/chats/{chat_id}", status_code=204, response_class=Response, **chat)
-    async def delete_chat(chat_id: str) -> Response:
+    docs = _route_docs(*read, protected=protected)
+    docs["responses"][204] = docs["responses"].pop(200)
+
+    @app.delete("/chats/{chat_id}", status_code=204, response_class=Response, operation_id="delete_chat", **docs)
+    async def delete_chat(chat_id: ChatId) -> Response:
         """Forget the chat, after any turn of it that is running (on any worker) has finished."""
         try:
             await agency.thread_manager.delete_chat(chat_id)
@@ -781,7 +878,7 @@ class ServeSettings:
             )
         if self.factory is not None and not _FACTORY_PATH.fullmatch(self.factory):
             raise ConfigError(f"--factory {self.factory!r} must look like 'package.module:function'.")
-        if self.config is not None and not Path(self.config).is_file():
+        if self.config is not None and not FilePath(self.config).is_file():
             raise ConfigError(f"Agency file {self.config!r} does not exist (or is not a file).")
         if self.auth_token_env is not None and not os.environ.get(self.auth_token_env, "").strip():
             raise ConfigError(
@@ -794,7 +891,7 @@ class ServeSettings:
     def to_env(self) -> dict[str, str]:
         env = {ENV_STORE: self.store, ENV_MAX_BODY_BYTES: str(self.max_body_bytes)}
         if self.config is not None:
-            env[ENV_CONFIG] = str(Path(self.config).resolve())
+            env[ENV_CONFIG] = str(FilePath(self.config).resolve())
         if self.factory is not None:
             env[ENV_FACTORY] = self.factory
         optional = {ENV_AUTH_TOKEN_ENV: self.auth_token_env, ENV_MODELS: self.models, ENV_TOOLKITS: self.toolkits}
