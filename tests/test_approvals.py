@@ -19,6 +19,7 @@ from agency_swarm import (
     NothingToResume,
     function_tool,
 )
+from agency_swarm._threads import INTERRUPTED_OUTPUT
 from agency_swarm.testing import ScriptedModel, ToolCall, send_message
 
 ran: list[str] = []
@@ -284,15 +285,17 @@ async def crashed_agency(threads: dict[str, list[dict[str, Any]]]) -> tuple[Agen
     return Agency([ceo, [ceo, dev]], thread_store=store), ceo_model, dev_model
 
 
-async def test_resume_after_a_crash_mid_nested_turn_reruns_only_what_never_finished() -> None:
+async def test_resume_after_a_crash_mid_nested_turn_never_runs_a_cut_call_again() -> None:
+    """`build` may have run before the crash (its output never reached the store): it is not run a second time for
+    the same call id; the Developer's model reads that it was interrupted and decides again."""
     agency, ceo_model, dev_model = await crashed_agency({
         "user->CEO": [{"role": "user", "content": "ship it"}, call_item("c1", "send_message", SEND)],
         "CEO->Developer": [{"role": "user", "content": "build it"}, call_item("d1", "build", '{"page": "home"}')],
     })
     result = await agency.resume("k")
     assert result.final_output == "shipped"
-    assert ran == ["build home"]
-    assert dev_model.calls[0].tool_outputs == ["built home"]
+    assert ran == []
+    assert dev_model.calls[0].tool_outputs == [INTERRUPTED_OUTPUT]
     assert ceo_model.calls[0].tool_outputs == ["the page is built"]
     threads = agency.thread_manager.get_threads("k")
     assert [item.get("content") for item in threads["CEO->Developer"] if item.get("role") == "user"] == ["build it"]
@@ -424,3 +427,35 @@ async def test_resume_after_the_same_text_was_sent_twice_never_hands_back_the_ol
     assert count(developer, "assistant") == 2
     for call in dev_model.calls:  # the call id kept with a delivered message never reaches the model
         assert [sorted(item) for item in call.input if item.get("role") == "user"] == [["content", "role"]] * 2
+
+
+async def test_a_nested_approval_whose_send_already_failed_does_not_hold_the_chat() -> None:
+    """The store took Developer's `deploy` call, then reported a failure: the CEO's send failed and the CEO finished.
+    Nobody waits for `deploy` any more, so it is not waiting for approval: the next message repairs it."""
+    from agency_swarm import MemoryThreadStore, NothingToResume, StoreError
+
+    class LosesTheAck(MemoryThreadStore):
+        async def append(self, chat_id: str, key: str, items: list[dict[str, Any]]) -> None:
+            await super().append(chat_id, key, items)
+            if any(item.get("name") == "deploy" for item in items):
+                raise StoreError("connection lost after commit")
+
+    @function_tool(needs_approval=True)
+    def deploy() -> str:
+        """Deploys."""
+        return "deployed"
+
+    ceo = Agent(name="CEO", model=ScriptedModel.each_turn([send_message("Developer", "deploy it"), "done"]))
+    dev = Agent(name="Developer", tools=[deploy], model=ScriptedModel.each_turn([ToolCall("deploy"), "ok"]))
+    agency = Agency([ceo, [ceo, dev]], thread_store=LosesTheAck())
+    first = await agency.get_response("go", chat_id="c")
+    assert first.final_output == "done"
+    assert not first.interruptions
+    with pytest.raises(NothingToResume):
+        await agency.resume("c", approve=[])
+    second = await agency.get_response("next", chat_id="c")
+    assert second.final_output == "done"
+    for items in agency.thread_manager.get_threads("c").values():
+        calls = {item["call_id"] for item in items if item.get("type") == "function_call"}
+        outputs = [item["call_id"] for item in items if item.get("type") == "function_call_output"]
+        assert sorted(outputs) == sorted(calls)

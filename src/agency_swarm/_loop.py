@@ -83,14 +83,19 @@ from ._send_message import (
     reentry_refusal,
 )
 from ._threads import (
+    APPROVED_RUN,
+    AWAITING_APPROVAL,
     ConversationThread,
     ThreadManager,
+    call_mark,
+    call_marks,
     clean_up,
     drop_lost_reasoning,
     interrupted_output,
     is_finished,
     too_large_output,
     unanswered_calls,
+    without_call_marks,
 )
 from ._tool_guardrails import GuardrailLog
 from ._tools import named_tripwire, output_item, run_function_tool, unknown_tool_output
@@ -293,7 +298,7 @@ def resume_turn(
         async with manager.hold(chat_id):
             await manager.ensure_loaded(chat_id)
             agent, wiring = _unfinished_entry(entries, manager, chat_id)
-            pending = {str(call.get("call_id")) for calls in manager.pending_calls(chat_id).values() for call in calls}
+            pending = {str(call.get("call_id")) for calls in manager.waiting_calls(chat_id).values() for call in calls}
             unknown = sorted((approve | reject) - pending)
             if unknown or approve & reject:
                 raise ConfigError(
@@ -374,7 +379,7 @@ async def _entry_turn(
                 await clean_up(manager.save(chat_id), f"saving chat {chat_id!r}")
     result = RunResult(
         final_output=turn.output,
-        new_items=thread.items[start:],
+        new_items=without_call_marks(thread.items[start:]) if thread.has_marks else thread.items[start:],
         chat_id=chat_id,
         agent=turn.agent.name,
         usage_records=run.usage_records,
@@ -412,15 +417,14 @@ def _unfinished_entry(
 async def _settle_unanswered(manager: ThreadManager, agent: Agent, wiring: Wiring, chat_id: str) -> None:
     """Before a new message: calls waiting for approval stop it; calls a crash cut short get "interrupted" outputs."""
     agents = _reachable(agent, wiring)
-    pending = manager.pending_calls(chat_id)
     depths = _thread_depths(list(manager.get_threads(chat_id)))
     waiting: list[Interruption] = []
-    for key, calls in pending.items():
+    for key, calls in manager.waiting_calls(chat_id).items():
         sender, recipient = key.split("->", 1)
         tools = {tool.name: tool for tool in agents[recipient].tools} if recipient in agents else {}
         for call in calls:
             tool = tools.get(str(call.get("name")))
-            if isinstance(tool, FunctionTool) and tool.needs_approval is not False:
+            if isinstance(tool, FunctionTool):
                 waiting.append(Interruption(
                     agent=recipient, caller=sender, depth=depths.get(key, 0), chat_id=chat_id,
                     call_id=str(call.get("call_id")), tool=tool.name, arguments=str(call.get("arguments", "")),
@@ -505,7 +509,7 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
             await stored
     setup = _reused_setup(turn, additional_instructions) or await _prepare(turn, additional_instructions)
     model_settings = agent.model_settings
-    step: NextStep = RUN_AGAIN if message is not None else _resumed_step(turn, setup)
+    step: NextStep = RUN_AGAIN if message is not None else await _resumed_step(turn, setup)
     steps = 0
     while True:
         match step:
@@ -674,13 +678,26 @@ def _last_user_message(thread: ConversationThread) -> str:
     return ""
 
 
-def _resumed_step(turn: _Turn, setup: _Setup) -> NextStep:
-    """Where a stored, unfinished turn goes on: its calls without outputs, else a new model call."""
-    drop_lost_reasoning(turn.thread.items)
-    calls = [
-        _classify(setup, ResponseFunctionToolCall.model_validate(item), resume=True)
-        for item in unanswered_calls(turn.thread.items)
-    ]
+async def _resumed_step(turn: _Turn, setup: _Setup) -> NextStep:
+    """Where a stored, unfinished turn goes on: its sends still open and its calls waiting for approval, else a new
+    model call. A function call cut short (a crash while it ran) is never run again: it gets the "interrupted"
+    output, so no tool runs twice for one call id."""
+    items = turn.thread.items
+    drop_lost_reasoning(items)
+    awaiting, started = call_marks(items) if turn.thread.has_marks else (set(), set())
+    calls: list[ToolCallStep] = []
+    cut: list[dict[str, Any]] = []
+    for item in unanswered_calls(items):
+        step = _classify(setup, ResponseFunctionToolCall.model_validate(item), resume=True)
+        call_id = step.call.call_id
+        if isinstance(step, FunctionToolCall) and (call_id not in awaiting or call_id in started):
+            cut.append(interrupted_output(call_id))
+        else:
+            calls.append(step)
+    if cut:
+        stored = turn.thread.add(cut)
+        if stored is not None:
+            await stored
     return RunTools(calls) if calls else RUN_AGAIN
 
 
@@ -798,8 +815,10 @@ def _output_schema(agent: Agent) -> AgentOutputSchemaBase | None:
 
 def _plain_call(turn: _Turn, setup: _Setup, settings: Any, model: Model) -> Awaitable[ModelResponse]:
     """`model`'s response, with no hook, prompt or span involved (and no coroutine of its own)."""
+    thread = turn.thread
     history: Any = (
-        turn.thread.items[:] if turn.agent.history_window is None and turn.caller == USER_CALLER else _history(turn)
+        thread.items[:] if turn.agent.history_window is None and turn.caller == USER_CALLER and not thread.has_marks
+        else _history(turn)
     )
     return model.get_response(
         setup.instructions, history, settings, setup.tools, setup.schema, [], _UNTRACED,
@@ -865,6 +884,8 @@ def _history(turn: _Turn) -> list[dict[str, Any]]:
     """What the model reads: a list of its own, so items the turn adds later never appear in what it was given;
     in a thread between agents, without the send call ids kept with incoming messages."""
     items = turn.thread.items
+    if turn.thread.has_marks:  # approval bookkeeping is the thread's, not the model's
+        items = without_call_marks(items)
     window = turn.agent.history_window
     if window is None or len(items) <= window + 1:
         return items[:] if turn.caller == USER_CALLER else _model_input(items)
@@ -1204,6 +1225,8 @@ async def _run_call(
             if verdict == "reject":
                 outputs[index] = rejected_output(call.name)
             else:
+                if verdict == "approved":  # marked first: after a crash from here on, it is never run again
+                    await _mark(turn, APPROVED_RUN, call.call_id)
                 outer = INSIDE.get()
                 INSIDE.set(run.inside)  # a turn of this chat that the tool starts raises ReentrantTurn
                 try:
@@ -1224,7 +1247,9 @@ async def _run_call(
 
 
 async def _wait_for_approval(turn: _Turn, call: ResponseFunctionToolCall, emit: EmitEvent | None) -> None:
-    """The call joins the turn's interruptions (and `approval_requested` is emitted): resume decides."""
+    """The call joins the turn's interruptions (and `approval_requested` is emitted): resume decides. The thread marks
+    the call as waiting, so a later process knows it never ran."""
+    await _mark(turn, AWAITING_APPROVAL, call.call_id)
     run = turn.run
     run.interruptions.append(Interruption(
         agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
@@ -1235,6 +1260,13 @@ async def _wait_for_approval(turn: _Turn, call: ResponseFunctionToolCall, emit: 
             agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
             call_id=call.call_id, arguments=call.arguments,
         ))
+
+
+async def _mark(turn: _Turn, kind: str, call_id: str) -> None:
+    stored = turn.thread.add([call_mark(kind, call_id)])
+    turn.thread.has_marks = True
+    if stored is not None:
+        await stored
 
 
 def _tool_failure(error: Exception, tool: FunctionTool, outputs: list[Any], index: int) -> Exception:
@@ -1251,7 +1283,9 @@ async def _approval(turn: _Turn, tool: FunctionTool, call: ResponseFunctionToolC
     if run.rejected and call.call_id in run.rejected:
         return "reject"
     needs = tool.needs_approval
-    if needs is False or (run.approved and call.call_id in run.approved):
+    if run.approved and call.call_id in run.approved:
+        return "approved"
+    if needs is False:
         return "run"
     if callable(needs):
         try:

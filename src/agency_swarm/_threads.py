@@ -74,8 +74,8 @@ class ConversationThread:
     hold the items) calls `on_unknown(chat_id)`: the ThreadManager then reads the chat from the store again.
     """
 
-    __slots__ = ("_append_now", "_listeners", "_on_unknown", "_store", "chat_id", "items", "key", "recipient",
-                 "sender")
+    __slots__ = ("_append_now", "_listeners", "_on_unknown", "_store", "chat_id", "has_marks", "items", "key",
+                 "recipient", "sender")
 
     def __init__(
         self,
@@ -92,6 +92,8 @@ class ConversationThread:
         self.recipient = recipient
         self.key = f"{sender}->{recipient}"
         self.items: list[Item] = items if items is not None else []
+        self.has_marks = has_call_marks(self.items)
+        """The thread holds approval bookkeeping items (`CALL_MARKS`), which the model must not be handed."""
         self._store = store
         self._append_now = immediate_append(store)
         self._listeners = listeners if listeners is not None else []  # shared with the manager
@@ -287,6 +289,7 @@ class ThreadManager:
                     chat_id, sender, recipient, store=self.store, listeners=self._listeners, on_unknown=self._reread
                 )
             thread.items[:0] = items  # read (and so created) before the first turn: stored history first
+            thread.has_marks = thread.has_marks or has_call_marks(items)
             if unanswered_calls(thread.items) or _ends_with_reasoning(thread.items):
                 self._unanswered.add(chat_id)
         self._loaded[chat_id] = None
@@ -309,6 +312,38 @@ class ThreadManager:
         if not pending:
             self._unanswered.discard(chat_id)
         return pending
+
+    def waiting_calls(self, chat_id: str) -> dict[str, list[Item]]:
+        """{thread key: its calls that wait for an approval decision}: paused for approval (`AWAITING_APPROVAL`), not
+        started since (`APPROVED_RUN`), and in a turn somebody still waits for (not `abandoned_calls`). Every other
+        call without an output was cut short (a crash, a failed send) and is never run again."""
+        abandoned = self.abandoned_calls(chat_id)
+        waiting: dict[str, list[Item]] = {}
+        for key, thread in self._chats.get(chat_id, {}).items():
+            if not thread.has_marks:
+                continue
+            awaiting, started = call_marks(thread.items)
+            calls = [
+                call for call in unanswered_calls(thread.items)
+                if (call_id := str(call.get("call_id"))) in awaiting and call_id not in started
+                and call_id not in abandoned
+            ]
+            if calls:
+                waiting[key] = calls
+        return waiting
+
+    def abandoned_calls(self, chat_id: str) -> set[str]:
+        """Call ids of calls without outputs in a nested thread whose sender no longer waits for it: the send that
+        started that turn already has its output (it failed, was cut short, or a crash repaired it). Nobody will read
+        what such a call gives, so it is never waiting for approval; the next turn repairs it."""
+        threads = self._chats.get(chat_id, {})
+        unanswered = {key: unanswered_calls(thread.items) for key, thread in threads.items()}
+        open_sends = {str(call.get("call_id")) for calls in unanswered.values() for call in calls}
+        abandoned: set[str] = set()
+        for key, calls in unanswered.items():
+            if calls and _started_by_a_closed_send(threads[key].items, open_sends):
+                abandoned.update(str(call.get("call_id")) for call in calls)
+        return abandoned
 
     async def repair_chat(self, chat_id: str) -> None:
         """Give every call without an output an "interrupted" output, stored, so the model API accepts the threads."""
@@ -431,6 +466,49 @@ def too_large_output(call_id: str, error: ItemTooLarge) -> Item:
     limit = "?" if error.limit is None else error.limit
     return {"type": "function_call_output", "call_id": call_id, "output": f"Error: output too large: {size} bytes, "
             f"limit {limit}"}
+
+
+AWAITING_APPROVAL = "agency_swarm.awaiting_approval"
+APPROVED_RUN = "agency_swarm.approved_run"
+CALL_MARKS = frozenset({AWAITING_APPROVAL, APPROVED_RUN})
+"""Bookkeeping items a thread keeps (never handed to a model): a call paused for approval, and an approved call about
+to run. They make "nothing run twice" hold across a crash: only a call marked as waiting, and not marked as started,
+may run after a restart; any other call without an output was cut short and gets the "interrupted" output."""
+
+
+def call_mark(kind: str, call_id: str) -> Item:
+    return {"type": kind, "call_id": call_id}
+
+
+def has_call_marks(items: list[Item]) -> bool:
+    return any(item.get("type") in CALL_MARKS for item in items)
+
+
+def call_marks(items: list[Item]) -> tuple[set[str], set[str]]:
+    """(call ids marked as waiting for approval, call ids marked as started after an approval)."""
+    awaiting: set[str] = set()
+    started: set[str] = set()
+    for item in items:
+        kind = item.get("type")
+        if kind == AWAITING_APPROVAL:
+            awaiting.add(str(item.get("call_id")))
+        elif kind == APPROVED_RUN:
+            started.add(str(item.get("call_id")))
+    return awaiting, started
+
+
+def without_call_marks(items: list[Item]) -> list[Item]:
+    return [item for item in items if item.get("type") not in CALL_MARKS]
+
+
+def _started_by_a_closed_send(items: list[Item], open_calls: set[str]) -> bool:
+    """The thread's last incoming message came through a send (its call id is kept with it) that is no longer open.
+    A message the user or `sender_name=` sent directly has no send behind it: its calls may still wait."""
+    for item in reversed(items):
+        if item.get("role") == "user" and "type" not in item:
+            send = item.get("send_call_id")
+            return isinstance(send, str) and send not in open_calls
+    return False
 
 
 def unanswered_calls(items: list[Item]) -> list[Item]:

@@ -698,7 +698,10 @@ async def _recover(agency: Agency, case: Case, chat_id: str, effects: Effects, o
             return False
         threads = manager.get_threads(chat_id)
         entry = threads.get("user->CEO", [])
-        waiting = [str(call["call_id"]) for items in threads.values() for call in _unanswered(items)
+        # What waits for a decision is the product's answer (ChatPaused.interruptions says the same): a call marked as
+        # paused for approval and not started since, in a turn somebody still waits for. A call cut short is never
+        # run again (nothing runs twice), so it does not wait.
+        waiting = [str(call["call_id"]) for calls in manager.waiting_calls(chat_id).values() for call in calls
                    if call.get("name") == "deploy"]
         unfinished = bool(entry) and not _finished(entry)  # a turn the fault cut short (or one that paused)
         if waiting or (unfinished and (case.continuation != "message" or sent_new)):
