@@ -13,7 +13,6 @@ import inspect
 import json
 from collections.abc import Awaitable, Coroutine, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, assert_never
@@ -82,6 +81,7 @@ from ._send_message import (
     parse_send_request,
     reentry_refusal,
 )
+from ._sync import INSIDE, Inside
 from ._threads import (
     APPROVED_RUN,
     AWAITING_APPROVAL,
@@ -317,13 +317,6 @@ def resume_turn(
 
 USER_CALLER = "user"
 
-Inside = tuple[tuple[object, str], ...]
-"""(lock holder, chat id) of turns in progress: their thread manager and, if it locks turns itself, their store."""
-
-INSIDE: ContextVar[Inside] = ContextVar("agency_swarm_inside", default=())
-"""What the running code is inside: set while a function tool runs (in its task, and copied into the worker thread
-of a sync tool and into get_response_sync's loop). Only around tools, never across an event: a stream's turn runs in
-its reader's context, and a mark left there between events would outlive a reader that stops early."""
 
 
 def entered(manager: ThreadManager, chat_id: str) -> Inside:

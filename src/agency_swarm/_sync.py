@@ -5,11 +5,18 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from ._loop import INSIDE, Inside
-
 T = TypeVar("T")
+
+Inside = tuple[tuple[object, str], ...]
+"""(lock holder, chat id) of turns in progress: their thread manager and, if it locks turns itself, their store."""
+
+INSIDE: ContextVar[Inside] = ContextVar("agency_swarm_inside", default=())
+"""What the running code is inside: set while a function tool runs (in its task, and copied into the worker thread
+of a sync tool and into get_response_sync's loop). Only around tools, never across an event: a stream's turn runs in
+its reader's context, and a mark left there between events would outlive a reader that stops early."""
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
