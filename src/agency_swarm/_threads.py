@@ -92,7 +92,7 @@ class ConversationThread:
         self.recipient = recipient
         self.key = f"{sender}->{recipient}"
         self.items: list[Item] = items if items is not None else []
-        self.has_marks = has_call_marks(self.items)
+        self.has_marks = bool(self.items) and has_call_marks(self.items)
         """The thread holds approval bookkeeping items (`CALL_MARKS`), which the model must not be handed."""
         self._store = store
         self._append_now = immediate_append(store)
