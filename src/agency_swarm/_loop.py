@@ -876,14 +876,14 @@ def _current_span(turn: _Turn) -> AbstractContextManager[None]:
 def _history(turn: _Turn) -> list[dict[str, Any]]:
     """What the model reads: a list of its own, so items the turn adds later never appear in what it was given;
     in a thread between agents, without the send call ids kept with incoming messages."""
-    items = turn.thread.items
-    if turn.thread.has_marks:  # approval bookkeeping is the thread's, not the model's
-        items = without_call_marks(items)
+    thread = turn.thread
+    items = without_call_marks(thread.items) if thread.has_marks else thread.items  # bookkeeping is not the model's
     window = turn.agent.history_window
-    if window is None or len(items) <= window + 1:
-        return items[:] if turn.caller == USER_CALLER else _model_input(items)
-    windowed = window_of(items, window)
-    return windowed if turn.caller == USER_CALLER else _model_input(windowed)
+    if window is not None and len(items) > window + 1:
+        items = window_of(items, window)
+    if turn.caller != USER_CALLER:
+        return _model_input(items)  # a new list
+    return items[:] if items is thread.items else items  # copied once, whichever step made it
 
 
 def _model_input(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
