@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import asyncpg
 import pytest
 
-from agency_swarm._sql_store import redact_url
+from agency_swarm._threads._sql_store import redact_url
 
 POSTGRES_URL = os.environ.get("AGENCY_SWARM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 START_POSTGRES = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start"

@@ -16,7 +16,7 @@ from typing import Any
 from agents import set_tracing_disabled
 
 from agency_swarm import Agency, Agent
-from agency_swarm._store import ThreadStore
+from agency_swarm._threads._store import ThreadStore
 from agency_swarm.testing import ModelCall, ScriptedModel, Step, send_message
 
 GATE_ENV = "AGENCY_SWARM_TEST_GATE"

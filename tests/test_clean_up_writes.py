@@ -13,9 +13,9 @@ import anyio
 import pytest
 
 from agency_swarm import Agency, Agent, function_tool
-from agency_swarm import _threads as threads_module
-from agency_swarm._store import MemoryThreadStore, Threads
-from agency_swarm._threads import INTERRUPTED_OUTPUT
+from agency_swarm._threads import _manager as threads_module
+from agency_swarm._threads._store import MemoryThreadStore, Threads
+from agency_swarm._threads._manager import INTERRUPTED_OUTPUT
 from agency_swarm.testing import ScriptedModel, ToolCall
 
 
@@ -125,7 +125,7 @@ async def test_a_hung_store_holds_cancellation_up_for_the_bound_only(
     store = SlowStore()
     store.gate = asyncio.Event()  # never set: the store hangs
     agency = Agency(Agent(name="CEO", model=ScriptedModel([ToolCall(tool.name)]), tools=[tool]), thread_store=store)
-    with caplog.at_level(logging.ERROR, logger="agency_swarm._threads"):
+    with caplog.at_level(logging.ERROR, logger="agency_swarm._threads._manager"):
         async with anyio.create_task_group() as group:
             group.start_soon(partial(agency.get_response, "go", chat_id="c"))
             await started.wait()

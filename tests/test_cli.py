@@ -27,9 +27,9 @@ from typer.testing import CliRunner
 
 from agency_swarm import Agency, Agent, ChatPaused
 from agency_swarm import __main__ as main_module
-from agency_swarm._cli import app, load_python_object
-from agency_swarm._demo import DEFAULT_MESSAGE
-from agency_swarm._terminal import TerminalChat
+from agency_swarm._cli._commands import app, load_python_object
+from agency_swarm._cli._demo import DEFAULT_MESSAGE
+from agency_swarm._cli._terminal import TerminalChat
 from agency_swarm.testing import ScriptedModel
 
 AGENCY_YAML = """\
@@ -286,7 +286,7 @@ def test_load_python_object_reports_broken_files_and_functions(tmp_path: Path) -
         load_python_object("--toolkits", f"{failing}:make")
     with pytest.raises(ConfigError, match="does not exist"):
         load_python_object("--models", f"{tmp_path / 'absent.py'}:X")
-    assert load_python_object("--models", "agency_swarm._demo:DEFAULT_MESSAGE") == DEFAULT_MESSAGE
+    assert load_python_object("--models", "agency_swarm._cli._demo:DEFAULT_MESSAGE") == DEFAULT_MESSAGE
 
 
 # -- visualize and demo --------------------------------------------------------------------------------------------

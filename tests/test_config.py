@@ -909,7 +909,7 @@ def test_importing_the_package_loads_neither_yaml_nor_the_schema() -> None:
 
     code = (
         "import sys, agency_swarm; "
-        "print(sorted(m for m in ('yaml', 'agency_swarm._config_schema') if m in sys.modules))"
+        "print(sorted(m for m in ('yaml', 'agency_swarm._config._schema') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"

@@ -14,7 +14,10 @@ from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall
 from pydantic import Field
 
-from agency_swarm import Agent, _direct_call, _sdk, _tools
+from agency_swarm import Agent
+from agency_swarm._turn import _direct_call as _direct_call
+from agency_swarm._base import _sdk as _sdk
+from agency_swarm._turn import _tools as _tools
 
 SEEN: list[Any] = []
 

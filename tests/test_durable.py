@@ -11,7 +11,7 @@ from agents import function_tool
 from openai.types.responses import ResponseReasoningItem
 
 from agency_swarm import Agency, Agent, ConfigError, MemoryThreadStore
-from agency_swarm._loop import window_of
+from agency_swarm._turn._loop import window_of
 from agency_swarm.testing import ModelCall, ScriptedModel, Text, ToolCall, send_message
 
 # -- history_window ---------------------------------------------------------------------------------------
@@ -169,7 +169,7 @@ async def test_a_reasoning_item_left_last_by_a_crash_is_not_sent_again() -> None
 
 def test_a_chat_id_with_a_lone_surrogate_is_an_invalid_chat_id() -> None:
     from agency_swarm import InvalidChatId
-    from agency_swarm._threads import check_chat_id
+    from agency_swarm._threads._manager import check_chat_id
 
     with pytest.raises(InvalidChatId):
         check_chat_id("a\ud800b")

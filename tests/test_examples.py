@@ -12,7 +12,7 @@ import pytest
 
 from agency_swarm import Agency
 from agency_swarm import __main__ as cli
-from agency_swarm import _demo as demo
+from agency_swarm._cli import _demo as demo
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,7 +15,7 @@ from agents.tracing.setup import get_trace_provider, set_trace_provider
 from pydantic import BaseModel
 
 from agency_swarm import Agency, Agent, RunResult
-from agency_swarm._send_message import loads_object
+from agency_swarm._turn._send_message import loads_object
 from agency_swarm.testing import ScriptedModel, ToolCall, send_message
 
 
@@ -286,7 +286,7 @@ async def test_a_foreign_error_from_a_model_called_directly_passes_through_untou
 ])
 def test_chat_ids_fit_255_utf8_bytes_whatever_their_characters(chat_id: str, fits: bool) -> None:
     from agency_swarm import InvalidChatId
-    from agency_swarm._threads import check_chat_id
+    from agency_swarm._threads._manager import check_chat_id
 
     if fits:
         assert check_chat_id(chat_id) == chat_id
@@ -296,7 +296,7 @@ def test_chat_ids_fit_255_utf8_bytes_whatever_their_characters(chat_id: str, fit
 
 
 def test_usage_is_built_as_the_sdk_builds_it_with_details_of_its_own() -> None:
-    from agency_swarm import _results
+    from agency_swarm._turn import _results as _results
 
     made, filled = _results._sdk_usage(2, 3, 4, 7), _results._filled_usage(2, 3, 4, 7)
     assert vars(filled) == vars(made)
@@ -309,7 +309,7 @@ def test_usage_is_built_as_the_sdk_builds_it_with_details_of_its_own() -> None:
 
 
 def test_usage_falls_back_to_the_sdk_constructor_when_filling_differs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agency_swarm import _results
+    from agency_swarm._turn import _results as _results
 
     assert _results._fills_like_the_sdk()
     template = _results._sdk_usage(0, 0, 0, 0)

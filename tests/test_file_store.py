@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from aiofiles.threadpool.binary import AsyncFileIO
 
-from agency_swarm import _file_store as file_store_module
-from agency_swarm._errors import ConfigError, InvalidChatId, ItemTooLarge, StoreError
-from agency_swarm._file_store import FileThreadStore
+from agency_swarm._threads import _file_store as file_store_module
+from agency_swarm._base._errors import ConfigError, InvalidChatId, ItemTooLarge, StoreError
+from agency_swarm._threads._file_store import FileThreadStore
 
 
 def msg(n: int) -> dict[str, Any]:
@@ -131,7 +131,7 @@ async def test_a_torn_last_line_is_cut_off_and_the_next_append_follows_it(
     torn = line("user->CEO", msg(3))[:20]
     seed(directory, good + torn)
     store = FileThreadStore(directory)
-    with caplog.at_level(logging.WARNING, logger="agency_swarm._file_store"):
+    with caplog.at_level(logging.WARNING, logger="agency_swarm._threads._file_store"):
         assert await store.load("c") == {"user->CEO": [msg(1)], "CEO->Dev": [msg(2)]}
     assert file_of(directory, "c").read_bytes() == good
     assert "torn last line" in caplog.text
@@ -173,7 +173,7 @@ async def test_a_corrupt_middle_line_is_quarantined_with_a_warning(
     store = FileThreadStore(directory)
     with (
         pytest.warns(RuntimeWarning, match=re.escape(str(path)) + r": line 2 moved to .*quarantine"),
-        caplog.at_level(logging.WARNING, logger="agency_swarm._file_store"),
+        caplog.at_level(logging.WARNING, logger="agency_swarm._threads._file_store"),
     ):
         assert await store.load("c") == {"user->CEO": [msg(1), msg(3)]}
     assert f"{path}: line 2 moved" in caplog.text

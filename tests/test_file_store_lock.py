@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agency_swarm import Agency, Agent, FileThreadStore
-from agency_swarm._errors import StoreError
+from agency_swarm._base._errors import StoreError
 from agency_swarm.testing import ScriptedModel
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,7 +22,7 @@ OPENER = textwrap.dedent(
     """
     import sys
     from agency_swarm import FileThreadStore
-    from agency_swarm._errors import StoreError
+    from agency_swarm._base._errors import StoreError
 
     try:
         store = FileThreadStore(sys.argv[1])
@@ -134,7 +134,7 @@ FORKER = textwrap.dedent(
     """
     import asyncio, os, sys
     from agency_swarm import FileThreadStore
-    from agency_swarm._errors import StoreError
+    from agency_swarm._base._errors import StoreError
 
     store = FileThreadStore(sys.argv[1])  # then fork: here, in a fresh interpreter, no thread runs yet
     read, write = os.pipe()

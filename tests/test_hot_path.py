@@ -6,7 +6,7 @@ import pytest
 from agents import Model, ModelProvider
 
 from agency_swarm import Agency, Agent
-from agency_swarm._retry import RetryPolicy
+from agency_swarm._model._retry import RetryPolicy
 from agency_swarm.testing import ScriptedModel
 
 
@@ -130,7 +130,7 @@ def _with_status(message: object, status: str) -> object:
 
 @pytest.mark.parametrize("item", _output_items())
 def test_stored_items_are_exactly_what_pydantic_dumps(item: object) -> None:
-    from agency_swarm._items import stored_item
+    from agency_swarm._base._items import stored_item
 
     expected = item.model_dump(exclude_unset=True)  # type: ignore[attr-defined]
     stored = stored_item(item)
@@ -140,7 +140,7 @@ def test_stored_items_are_exactly_what_pydantic_dumps(item: object) -> None:
 
 
 def test_the_keywordless_event_builders_make_the_same_events() -> None:
-    from agency_swarm._events import RawModelEvent, TextDelta, raw_model_event, text_delta
+    from agency_swarm._base._events import RawModelEvent, TextDelta, raw_model_event, text_delta
 
     where = {"agent": "A", "caller": "user", "depth": 1, "chat_id": "c"}
     raw = raw_model_event("A", "user", 1, "c", {"type": "x"})

@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-import agency_swarm._placeholders as placeholders
+import agency_swarm._base._placeholders as placeholders
 from agency_swarm import Agency, Agent, ConfigError
 from agency_swarm.testing import ScriptedModel, send_message
 

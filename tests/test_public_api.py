@@ -187,7 +187,7 @@ def test_stores_and_cost_types_load_on_first_use() -> None:
 
     code = (
         "import sys, agency_swarm\n"
-        "heavy = ('sqlite3', 'aiofiles', 'agency_swarm._sql_store', 'agency_swarm._file_store', 'agency_swarm._cost')\n"
+        "heavy = ('sqlite3', 'aiofiles', 'agency_swarm._threads._sql_store', 'agency_swarm._threads._file_store', 'agency_swarm._model._cost')\n"
         "print(sorted(name for name in heavy if name in sys.modules))\n"
         "from agency_swarm import FileThreadStore, ModelPrice, SQLThreadStore\n"
         "print(FileThreadStore.__module__, ModelPrice.__module__, SQLThreadStore.__module__)\n"
@@ -195,7 +195,7 @@ def test_stores_and_cost_types_load_on_first_use() -> None:
     )
     lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     assert lines[0] == "[]"  # `import agency_swarm` stays cheap
-    assert lines[1] == "agency_swarm._file_store agency_swarm._cost agency_swarm._sql_store"
+    assert lines[1] == "agency_swarm._threads._file_store agency_swarm._model._cost agency_swarm._threads._sql_store"
     assert lines[2] == "True"
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
         agency_swarm.Nope  # noqa: B018

@@ -35,7 +35,7 @@ from agency_swarm import (
     RunResult,
     function_tool,
 )
-from agency_swarm._retry import RetryingModel
+from agency_swarm._model._retry import RetryingModel
 from agency_swarm.testing import Fail, ScriptedModel, ToolCall, send_message
 from openai_server import Hold, OpenAIServer, Reply, Reset, Status, Tokens
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agency_swarm import Agency, Agent, ConfigError, ReentrantTurn, RunResult, function_tool
-from agency_swarm._sync import _portal
+from agency_swarm._base._sync import _portal
 from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall, send_message
 
 GUARD = 10.0

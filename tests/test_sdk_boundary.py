@@ -41,8 +41,10 @@ from agents.tracing import get_trace_provider
 from openai import AsyncOpenAI
 
 import agency_swarm
-from agency_swarm import Agency, Agent, _direct_call, _sdk
-from agency_swarm._tracing import open_trace
+from agency_swarm import Agency, Agent
+from agency_swarm._turn import _direct_call as _direct_call
+from agency_swarm._base import _sdk as _sdk
+from agency_swarm._turn._tracing import open_trace
 from agency_swarm.testing import ScriptedModel, Step, ToolCall, send_message
 
 SRC = Path(agency_swarm.__file__).parent
@@ -175,7 +177,7 @@ def test_the_boundary_check_lets_our_own_names_and_public_ones_pass(source: str)
 
 
 def test_every_private_name_the_sdk_module_uses_is_listed_in_its_docstring() -> None:
-    names = {name for _, name in private_uses((SRC / "_sdk.py").read_text(encoding="utf-8"))}
+    names = {name for _, name in private_uses((SRC / "_base" / "_sdk.py").read_text(encoding="utf-8"))}
     assert {"_invoke_tool_impl", "_DISABLE_PROVIDER_MANAGED_RETRIES", "_approvals", "_exporter"} <= names
     listed = set(re.findall(r"\w+", _sdk.__doc__ or ""))
     assert sorted(names - listed) == []
@@ -313,7 +315,9 @@ async def test_shortcuts_off_really_takes_the_sdk_paths(monkeypatch: pytest.Monk
     """Each shortcut answers differently when it is off: not a switch that nothing reads."""
     from openai.types.responses import ResponseFunctionToolCall
 
-    from agency_swarm import _items, _results, _tools
+    from agency_swarm._base import _items as _items
+    from agency_swarm._turn import _results as _results
+    from agency_swarm._turn import _tools as _tools
 
     call = ResponseFunctionToolCall(type="function_call", call_id="c1", name="add", arguments='{"a": 1, "b": 2}')
 
@@ -524,13 +528,14 @@ saved = [(module, name, getattr(module, name)) for module, name in hidden]
 for module, name, _ in saved:
     delattr(module, name)
 import agency_swarm, agency_swarm.testing
-assert "agency_swarm._sdk" in sys.modules and "agency_swarm._tools" in sys.modules
+assert "agency_swarm._base._sdk" in sys.modules and "agency_swarm._turn._tools" in sys.modules
 for module, name, value in saved:  # the SDK's own code (function_tool, invoke_function_tool) still needs them
     setattr(module, name, value)
-for info in pkgutil.iter_modules(agency_swarm.__path__):
-    if info.name not in ("serving", "__main__"):
-        importlib.import_module("agency_swarm." + info.name)
-from agency_swarm import Agent, _sdk, function_tool
+for info in pkgutil.walk_packages(agency_swarm.__path__, "agency_swarm."):
+    if not info.name.startswith("agency_swarm.serving") and info.name != "agency_swarm.__main__":
+        importlib.import_module(info.name)
+from agency_swarm import Agent, function_tool
+from agency_swarm._base import _sdk as _sdk
 from agency_swarm.testing import ScriptedModel, ToolCall
 @function_tool
 def add(a: int, b: int) -> int:

@@ -26,9 +26,9 @@ from agency_swarm import (
     StoreError,
     ThreadStore,
     function_tool,
-    serving,
 )
 from agency_swarm.serving import ServeSettings, app_from_env, create_app
+from agency_swarm.serving import _app as serving
 from agency_swarm.testing import Fail, ScriptedModel, ToolCall
 from serving_app import build_agency, ceo_answer, ceo_script, developer_script
 
@@ -705,7 +705,7 @@ def test_serve_refuses_bad_settings_with_one_line(
     argv: list[str], problem: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    from agency_swarm._cli import run_app
+    from agency_swarm._cli._commands import run_app
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("SERVE_TEST_UNSET", raising=False)

@@ -16,8 +16,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from agency_swarm import MemoryThreadStore, SQLThreadStore, ThreadStore, serving
-from agency_swarm.serving import HEALTH_PROBE_CHAT, create_app
+from agency_swarm import MemoryThreadStore, SQLThreadStore, ThreadStore
+from agency_swarm.serving import _app as serving
+from agency_swarm.serving import create_app
+from agency_swarm.serving._app import HEALTH_PROBE_CHAT
 from postgres_support import require_postgres
 from serving_app import build_agency
 

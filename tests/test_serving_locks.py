@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 
 from agency_swarm import Agency, Agent, MemoryThreadStore, SQLiteThreadStore, StoreError, ThreadManager
-from agency_swarm._sql_store import SQLThreadStore, _TurnLocks, turn_lock_key
-from agency_swarm._store import TurnLockingStore
+from agency_swarm._threads._sql_store import SQLThreadStore, _TurnLocks, turn_lock_key
+from agency_swarm._threads._store import TurnLockingStore
 from agency_swarm.testing import ScriptedModel
 from postgres_support import require_postgres
 from serving_app import build_agency, ceo_answer

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from agency_swarm._sql_store import SQLThreadStore
+from agency_swarm._threads._sql_store import SQLThreadStore
 from postgres_support import require_postgres
 from serving_app import HOLD, ceo_answer
 from serving_support import (

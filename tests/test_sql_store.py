@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from agency_swarm._errors import ConfigError, ItemTooLarge, StoreError
-from agency_swarm._sql_store import SQLiteThreadStore, SQLThreadStore, redact_url
-from agency_swarm._store import ThreadStore
+from agency_swarm._base._errors import ConfigError, ItemTooLarge, StoreError
+from agency_swarm._threads._sql_store import SQLiteThreadStore, SQLThreadStore, redact_url
+from agency_swarm._threads._store import ThreadStore
 from postgres_support import require_postgres
 
 RUN = uuid.uuid4().hex[:10]  # every chat id of this run starts with it: parallel runs share the table, not chats

@@ -15,7 +15,7 @@ import pytest
 from agents import function_tool
 
 from agency_swarm import Agency, Agent, InvalidChatId
-from agency_swarm._store import CallbackThreadStore, MemoryThreadStore, ThreadStore
+from agency_swarm._threads._store import CallbackThreadStore, MemoryThreadStore, ThreadStore
 from agency_swarm.testing import ScriptedModel, ToolCall, send_message
 
 POSTGRES_URL = os.environ.get("AGENCY_SWARM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
@@ -53,7 +53,7 @@ def _callbacks(_: Path) -> Backend:
 
 
 def _file(tmp_path: Path) -> Backend:
-    module = importlib.import_module("agency_swarm._file_store")
+    module = importlib.import_module("agency_swarm._threads._file_store")
 
     async def open_store() -> ThreadStore:
         store: ThreadStore = module.FileThreadStore(tmp_path / "threads")
@@ -63,7 +63,7 @@ def _file(tmp_path: Path) -> Backend:
 
 
 def _sqlite(tmp_path: Path) -> Backend:
-    module = importlib.import_module("agency_swarm._sql_store")
+    module = importlib.import_module("agency_swarm._threads._sql_store")
 
     async def open_store() -> ThreadStore:
         store: ThreadStore = module.SQLThreadStore(f"sqlite:///{tmp_path / 'threads.db'}")
@@ -73,7 +73,7 @@ def _sqlite(tmp_path: Path) -> Backend:
 
 
 def _postgres(_: Path) -> Backend:
-    module = importlib.import_module("agency_swarm._sql_store")
+    module = importlib.import_module("agency_swarm._threads._sql_store")
 
     async def open_store() -> ThreadStore:
         store: ThreadStore = module.SQLThreadStore(POSTGRES_URL)
@@ -92,8 +92,8 @@ BACKENDS: dict[str, Callable[[Path], Backend]] = {
 
 
 def _available(name: str) -> bool:
-    module = {"file": "agency_swarm._file_store", "sqlite": "agency_swarm._sql_store",
-              "postgres": "agency_swarm._sql_store"}.get(name)
+    module = {"file": "agency_swarm._threads._file_store", "sqlite": "agency_swarm._threads._sql_store",
+              "postgres": "agency_swarm._threads._sql_store"}.get(name)
     if module is None:
         return True
     try:

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from agency_swarm import Agency, Agent, ConversationThread, FileThreadStore, function_tool
-from agency_swarm._errors import ItemTooLarge, StoreError
-from agency_swarm._store import MemoryThreadStore, Threads
-from agency_swarm._threads import INTERRUPTED_OUTPUT
+from agency_swarm._base._errors import ItemTooLarge, StoreError
+from agency_swarm._threads._store import MemoryThreadStore, Threads
+from agency_swarm._threads._manager import INTERRUPTED_OUTPUT
 from agency_swarm.testing import ScriptedModel, ToolCall
 
 TOO_LARGE = re.compile(r"Error: output too large: (\d+) bytes, limit 2000")

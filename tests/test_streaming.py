@@ -599,7 +599,7 @@ async def test_a_stream_dropped_before_iterating_leaves_no_turn_behind() -> None
 
 
 async def test_drive_lets_a_turn_await_while_it_unwinds_and_drops_what_it_emits_then() -> None:
-    from agency_swarm._channel import ReaderLeft, drive, to_reader
+    from agency_swarm._turn._channel import ReaderLeft, drive, to_reader
 
     def started(message: str) -> AgentStarted:
         return AgentStarted(agent="A", caller="user", depth=0, chat_id="c", message=message)

@@ -9,7 +9,8 @@ from agents import RunContextWrapper, Usage
 from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall
 
-from agency_swarm import _sdk, _tools
+from agency_swarm._base import _sdk as _sdk
+from agency_swarm._turn import _tools as _tools
 
 
 def a_call(namespace: str | None = None) -> ResponseFunctionToolCall:

@@ -163,7 +163,7 @@ async def test_a_failing_recipient_marks_its_spans_with_the_error(recorder: Reco
 def test_offline_turns_with_only_the_openai_exporter_and_no_key_make_no_trace() -> None:
     from agents.tracing.processors import BatchTraceProcessor, default_exporter
 
-    from agency_swarm._tracing import open_trace
+    from agency_swarm._turn._tracing import open_trace
 
     agents.set_tracing_disabled(False)
     agents.set_trace_processors([BatchTraceProcessor(default_exporter())])  # the SDK's default set-up

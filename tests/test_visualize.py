@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agency_swarm import Agency, Agent, ConfigError
-from agency_swarm._visualize import ChartView, layers
+from agency_swarm._agency._visualize import ChartView, layers
 from agency_swarm.testing import ScriptedModel
 
 HOSTILE = "<script>document.title='pwned'</script> \"Eve\" & #1"

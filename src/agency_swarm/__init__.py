@@ -5,9 +5,9 @@ from typing import TYPE_CHECKING, Any
 
 from agents import ModelSettings, function_tool
 
-from ._agency import Agency
-from ._agent import Agent
-from ._errors import (
+from ._agency._agency import Agency
+from ._turn._agent import Agent
+from ._base._errors import (
     AgencySwarmError,
     ChartError,
     ChatPaused,
@@ -27,7 +27,7 @@ from ._errors import (
     RunError,
     StoreError,
 )
-from ._events import (
+from ._base._events import (
     AgentFinished,
     AgentStarted,
     ApprovalRequested,
@@ -40,23 +40,23 @@ from ._events import (
     ToolCalled,
     ToolOutput,
 )
-from ._hooks import AgencyHooks
-from ._results import Interruption, ResponseStream, RunResult
-from ._retry import RetryPolicy
-from ._store import MemoryThreadStore, ThreadStore, TurnLockingStore
-from ._threads import ConversationThread, ThreadManager
+from ._turn._hooks import AgencyHooks
+from ._turn._results import Interruption, ResponseStream, RunResult
+from ._model._retry import RetryPolicy
+from ._threads._store import MemoryThreadStore, ThreadStore, TurnLockingStore
+from ._threads._manager import ConversationThread, ThreadManager
 
 if TYPE_CHECKING:
-    from ._cost import CostEstimate, ModelPrice
-    from ._file_store import FileThreadStore
-    from ._sql_store import SQLiteThreadStore, SQLThreadStore
+    from ._model._cost import CostEstimate, ModelPrice
+    from ._threads._file_store import FileThreadStore
+    from ._threads._sql_store import SQLiteThreadStore, SQLThreadStore
 
 _LAZY = {
-    "CostEstimate": "._cost",
-    "FileThreadStore": "._file_store",
-    "ModelPrice": "._cost",
-    "SQLThreadStore": "._sql_store",
-    "SQLiteThreadStore": "._sql_store",
+    "CostEstimate": "._model._cost",
+    "FileThreadStore": "._threads._file_store",
+    "ModelPrice": "._model._cost",
+    "SQLThreadStore": "._threads._sql_store",
+    "SQLiteThreadStore": "._threads._sql_store",
 }
 """Exported names whose modules (and aiofiles, sqlite3) load on first use, so `import agency_swarm` stays cheap."""
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv` (default: the process's arguments); returns the exit code."""
-    from ._cli import run_app  # typer and rich load only when the command line is used
+    from ._cli._commands import run_app  # typer and rich load only when the command line is used
 
     return run_app(argv)
 

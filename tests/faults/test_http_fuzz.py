@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from agency_swarm import Agency, Agent, InvalidChatId, MemoryThreadStore, ThreadStore, function_tool
-from agency_swarm._threads import check_chat_id
+from agency_swarm._threads._manager import check_chat_id
 from agency_swarm.serving import create_app
 from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall, send_message
 

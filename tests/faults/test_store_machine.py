@@ -129,7 +129,7 @@ class StoreMachine(RuleBasedStateMachine):
     @rule(chat=CHAT, cut=st.integers(1, 40))
     def crash_mid_write(self, chat: int, cut: int) -> None:
         """The process dies in the middle of an append: a torn last line; a new process must not see it."""
-        from agency_swarm._file_store import _stem
+        from agency_swarm._threads._file_store import _stem
 
         self.run(self.store.aclose())
         self.backend.opened.remove(self.store)

@@ -23,7 +23,7 @@ def shortcuts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     sdk = shortcuts_module()
     if sdk is None:
         if request.param is False:
-            pytest.skip("agency_swarm._sdk not present yet")
+            pytest.skip("agency_swarm._base._sdk not present yet")
         yield True  # today's code: the shortcuts are always on
         return
     monkeypatch.setattr(sdk, "SHORTCUTS", request.param)

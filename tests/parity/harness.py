@@ -606,7 +606,7 @@ def _finish(outcome: Outcome, kit: Kit, model: RecordingModel) -> Outcome:
 
 def shortcuts_module() -> Any:
     try:
-        from agency_swarm import _sdk  # type: ignore[attr-defined]
+        from agency_swarm._base import _sdk as _sdk  # type: ignore[attr-defined]
     except ImportError:
         return None
     return _sdk

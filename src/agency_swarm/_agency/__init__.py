@@ -1,0 +1,1 @@
+"""`Agency`: setup only (validates the chart, wires agents to shared threads and settings) and its drawing."""

@@ -1,0 +1,1 @@
+"""The `agency-swarm` command: run, serve, visualize, demo, and the terminal chat. The top layer."""

@@ -1,0 +1,341 @@
+"""The `agency-swarm` command (typer + rich): run an agency from a config file, draw its chart, run the demo."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from .._cli._demo import DEFAULT_MESSAGE
+from .._base._errors import AgencySwarmError, ConfigError
+
+if TYPE_CHECKING:
+    from .._agency._agency import Agency
+    from .._cli._terminal import TerminalChat
+
+USAGE_ERROR = 2
+"""Exit code for bad input (missing file, invalid config, unknown agent): nothing ran."""
+
+app = typer.Typer(
+    name="agency-swarm",
+    help="Teams of openai-agents agents that message each other through a chart.",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def run_app(argv: Sequence[str] | None = None) -> int:
+    """Run the command line `argv` (default: sys.argv[1:]); returns the exit code instead of exiting."""
+    try:
+        app(args=None if argv is None else list(argv), prog_name="agency-swarm")
+    except SystemExit as done:
+        code = done.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
+
+
+@app.callback(invoke_without_command=True)
+def _overview(context: typer.Context) -> None:
+    if context.invoked_subcommand is None:  # a short reminder, like git's, rather than the full help page
+        commands = ", ".join(sorted(context.command.commands))  # type: ignore[attr-defined]
+        typer.echo(f"usage: agency-swarm COMMAND [ARGS]...\n\ncommands: {commands}\n")
+        typer.echo("Run `agency-swarm COMMAND --help` for a command's options; `agency-swarm demo` to see it work.")
+
+
+# -- errors ------------------------------------------------------------------------------------------------------
+
+
+def fail(message: str, code: int = USAGE_ERROR) -> NoReturn:
+    """One red line on stderr, no traceback, then exit."""
+    print_error(message)
+    raise typer.Exit(code)
+
+
+def print_error(message: str) -> None:
+    Console(stderr=True).print(Text(f"Error: {' '.join(message.split())}", style="red"), soft_wrap=True)
+
+
+# -- loading an agency ---------------------------------------------------------------------------------------------
+
+
+def load_agency(
+    config: Path, *, threads_dir: Path | None = None, models: str | None = None, toolkits: str | None = None
+) -> Agency:
+    """The agency of a config file, or a one-line error and exit code 2."""
+    from .._agency._agency import Agency
+
+    if not config.exists():
+        fail(f"Config file not found: {config}. Pass the path of an agency's YAML or JSON file.")
+    if not config.is_file():
+        fail(f"{config} is not a file. Pass the path of an agency's YAML or JSON file.")
+    try:
+        return Agency.from_config(
+            config, threads_dir=threads_dir,
+            models=None if models is None else load_python_object("--models", models),
+            toolkits=None if toolkits is None else load_python_object("--toolkits", toolkits),
+        )
+    except (AgencySwarmError, OSError) as error:
+        fail(str(error))
+
+
+def load_python_object(option: str, target: str) -> Any:
+    """`FILE.py:NAME` or `package.module:NAME` -> that object; a function (not a model) is called without arguments,
+    so every run gets fresh objects (scripted models keep state)."""
+    location, _, name = target.rpartition(":")
+    if not location or not name.isidentifier():
+        raise ConfigError(f"{option} {target!r}: write FILE.py:NAME or package.module:NAME.")
+    if location.endswith(".py") or os.sep in location:
+        module = _import_file(option, location)
+    else:
+        module = _import_module(option, location)
+    if not hasattr(module, name):
+        raise ConfigError(f"{option} {target!r}: {location} has no attribute {name!r}.")
+    value = getattr(module, name)
+    from agents import Model
+
+    if callable(value) and not isinstance(value, Model):
+        try:
+            value = value()
+        except Exception as error:  # the user's function: report what broke instead of a traceback
+            problem = f"{type(error).__name__}: {error}"
+            raise ConfigError(f"{option} {target!r}: calling {name}() failed: {problem}") from error
+    return value
+
+
+def _import_file(option: str, location: str) -> Any:
+    path = Path(location).resolve()
+    if not path.is_file():
+        raise ConfigError(f"{option}: the file {location} does not exist.")
+    spec = importlib.util.spec_from_file_location(f"_agency_swarm_cli_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{option}: cannot import {location} as Python.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as `import` does: dataclasses and pickling look the module up there
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # the user's file: report what broke instead of a traceback
+        del sys.modules[spec.name]
+        raise ConfigError(f"{option}: importing {location} failed: {type(error).__name__}: {error}") from error
+    return module
+
+
+def _import_module(option: str, location: str) -> Any:
+    try:
+        return importlib.import_module(location)
+    except ImportError as error:
+        raise ConfigError(f"{option}: cannot import module {location!r}: {error}") from error
+
+
+# -- commands ------------------------------------------------------------------------------------------------------
+
+ConfigArgument = Annotated[
+    Path, typer.Argument(help="The agency's YAML (.yaml/.yml) or JSON file.", show_default=False)
+]
+ToolkitsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--toolkits",
+        help="The toolkits the config's agents name: FILE.py:NAME or module:NAME, NAME being a {toolkit name: "
+        "[tool, ...]} mapping or a function returning one.",
+        show_default=False,
+    ),
+]
+ModelsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--models",
+        help="Models from Python instead of the config's model names: FILE.py:NAME or module:NAME, NAME being an "
+        "agents.Model, a {agent or model name: Model} mapping, or a function returning one (e.g. scripted models "
+        "from agency_swarm.testing for an offline run).",
+        show_default=False,
+    ),
+]
+
+
+@app.command("run")
+def run_command(
+    config: ConfigArgument,
+    message: Annotated[
+        str | None,
+        typer.Option("--message", "-m", help="Send this one message, print the reply, and exit.", show_default=False),
+    ] = None,
+    chat_id: Annotated[
+        str, typer.Option("--chat-id", help="The chat to continue (or start); stored chats resume where they were.")
+    ] = "default",
+    threads_dir: Annotated[
+        Path | None,
+        typer.Option("--threads-dir", help="Keep chats as files in this directory (overrides the config's store).",
+                     show_default=False),
+    ] = None,
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", help="The entry agent to talk to (default: the config's first entry point).",
+                     show_default=False),
+    ] = None,
+    models: ModelsOption = None,
+    toolkits: ToolkitsOption = None,
+) -> None:
+    """Chat with an agency in the terminal. Ctrl-C cancels the current turn; Ctrl-C again, Ctrl-D or `exit` quits."""
+    from .._threads._manager import check_chat_id
+
+    try:
+        check_chat_id(chat_id)
+    except ConfigError as error:
+        fail(str(error))
+    agency = load_agency(config, threads_dir=threads_dir, models=models, toolkits=toolkits)
+    if agent is not None and agent not in agency.agents:
+        fail(f"--agent {agent!r} is not in this agency; its agents are: {', '.join(agency.agents)}.")
+    raise typer.Exit(_chat(agency, message=message, chat_id=chat_id, agent=agent))
+
+
+def _chat(agency: Agency, *, message: str | None, chat_id: str, agent: str | None) -> int:
+    from .._cli._terminal import TerminalChat, terminal_reader
+
+    if not os.environ.get("OPENAI_API_KEY"):  # traces could not be exported anyway; the SDK would warn at exit
+        import agents
+
+        agents.set_tracing_disabled(True)
+    console = Console()
+    live = console.is_terminal and not console.is_dumb_terminal
+    with asyncio.Runner() as runner:
+        session = TerminalChat(
+            agency, runner=runner, out=sys.stdout, agent=agent, chat_id=chat_id, echo_user=message is not None,
+            console=console if live else None, report_error=print_error, echo_input=not sys.stdin.isatty(),
+            read=terminal_reader(),
+        )
+        try:
+            if message is not None:
+                return _single_turn(session, message)
+            try:
+                _greet(session, runner)
+            except AgencySwarmError as error:  # e.g. the stored chat cannot be read
+                print_error(f"{type(error).__name__}: {error}")
+                return 1
+            return session.interact()
+        finally:
+            runner.run(agency.aclose())
+
+
+def _single_turn(session: TerminalChat, message: str) -> int:
+    try:
+        code = session.send_once(message)
+    except Exception as error:  # the turn failed: say why in one line; stored items stay stored
+        print_error(f"{type(error).__name__}: {error}")
+        return 1
+    return code
+
+
+def _greet(session: TerminalChat, runner: asyncio.Runner) -> None:
+    manager = session.agency.thread_manager
+    if manager.store is not None:
+        runner.run(manager.ensure_loaded(session.chat_id))
+        earlier = len(manager.get_threads(session.chat_id).get(f"user->{session.agent}", []))
+        where = f"chat {session.chat_id!r}" + (f", {earlier} stored items" if earlier else ", new")
+    else:
+        where = f"chat {session.chat_id!r}, kept in memory only (--threads-dir keeps it)"
+    session.printer.say(
+        f"Talking to {session.agent} ({where}). Ctrl-C cancels a turn; Ctrl-C again, Ctrl-D or `exit` quits."
+    )
+
+
+class ChartFormatName(StrEnum):
+    mermaid = "mermaid"
+    html = "html"
+
+
+@app.command("serve")
+def serve_command(
+    config: Annotated[
+        Path | None, typer.Argument(help="The agency's YAML or JSON file (or --factory).", show_default=False)
+    ] = None,
+    factory: Annotated[
+        str | None,
+        typer.Option(
+            "--factory", help="module:function that builds the agency on the store it is given, instead of a file.",
+            show_default=False,
+        ),
+    ] = None,
+    store: Annotated[
+        str,
+        typer.Option(
+            "--store", help="Where chats live: postgresql://user@host:5432/db (needed for --workers > 1), "
+            "sqlite:///chats.db, or memory.",
+        ),
+    ] = "memory",
+    workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 1,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    auth_token_env: Annotated[
+        str | None,
+        typer.Option(
+            "--auth-token-env", help="Require `Authorization: Bearer TOKEN`, TOKEN read from this environment "
+            "variable (never from the command line).", show_default=False,
+        ),
+    ] = None,
+    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Larger requests get 413.")] = 1024 * 1024,
+    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log every request.")] = True,
+    models: ModelsOption = None,
+    toolkits: ToolkitsOption = None,
+) -> None:
+    """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
+    from ..serving._app import ServeSettings, serve
+
+    settings = ServeSettings(
+        config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
+        max_body_bytes=max_body_bytes, models=models, toolkits=toolkits,
+    )
+    try:
+        serve(settings, workers=workers, host=host, port=port, access_log=access_log)
+    except AgencySwarmError as error:
+        fail(str(error))
+
+
+@app.command("visualize")
+def visualize_command(
+    config: ConfigArgument,
+    format: Annotated[
+        ChartFormatName, typer.Option("--format", "-f", help="Mermaid text, or a self-contained HTML page.")
+    ] = ChartFormatName.mermaid,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.", show_default=False)
+    ] = None,
+    models: ModelsOption = None,
+    toolkits: ToolkitsOption = None,
+) -> None:
+    """Draw the agency's chart: who the user may address and who may message whom."""
+    agency = load_agency(config, models=models, toolkits=toolkits)
+    text = agency.visualize(format.value)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as error:
+        fail(f"Cannot write {output}: {error.strerror or error}.")
+    typer.echo(f"Wrote the {format.value} chart of {len(agency.agents)} agents to {output}")
+
+
+@app.command("demo")
+def demo_command(
+    message: Annotated[str, typer.Option("--message", help="What the user asks the CEO.")] = DEFAULT_MESSAGE,
+) -> None:
+    """Stream a CEO -> Developer -> QA agency to the terminal (offline unless OPENAI_API_KEY is set)."""
+    from .._cli._demo import main as demo_main
+
+    try:
+        code = demo_main(message)
+    except BrokenPipeError:  # e.g. `agency-swarm demo | head`: stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    raise typer.Exit(code)

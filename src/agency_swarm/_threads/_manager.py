@@ -1,0 +1,546 @@
+"""Per-chat, per-pair conversation threads, persisted item by item through a ThreadStore."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, nullcontext
+from typing import Any, Protocol, TypeVar
+
+from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge
+from .._threads._store import (
+    CallbackThreadStore,
+    Item,
+    LoadThreadsCallback,
+    SaveThreadsCallback,
+    Threads,
+    ThreadStore,
+    immediate_append,
+    validated_threads,
+)
+
+logger = logging.getLogger(__name__)
+ThreadsSnapshot = Threads
+MAX_CHAT_ID_CHARS = 200
+MAX_CHAT_ID_BYTES = 255
+INTERRUPTED_OUTPUT = "Error: this call was interrupted before it finished; its result is unknown."
+
+__all__ = [
+    "ConversationThread",
+    "ItemListener",
+    "LoadThreadsCallback",
+    "SaveThreadsCallback",
+    "ThreadManager",
+    "check_chat_id",
+    "interrupted_output",
+    "repair",
+    "too_large_output",
+]
+
+
+class ItemListener(Protocol):
+    """Told about every item the moment a thread gets it."""
+
+    def __call__(self, thread: ConversationThread, item: Item) -> None: ...
+
+
+def check_chat_id(chat_id: object) -> str:
+    """Chat ids come from users and name files: only short, printable, path-free strings pass."""
+    if not isinstance(chat_id, str):
+        raise InvalidChatId(f"chat_id must be a str, got {type(chat_id).__name__}.")
+    if not chat_id:
+        raise InvalidChatId("chat_id is empty; leave it out to use the default chat, or pass a name.")
+    if not chat_id.isprintable():  # first: lone surrogates are not printable and cannot be encoded
+        raise InvalidChatId(f"chat_id {chat_id!r} contains control characters; use printable text only.")
+    size = len(chat_id)  # a char is at most 4 UTF-8 bytes: short ids need no encoding to know they fit
+    if size > MAX_CHAT_ID_CHARS or (size * 4 > MAX_CHAT_ID_BYTES and len(chat_id.encode("utf-8")) > MAX_CHAT_ID_BYTES):
+        raise InvalidChatId(
+            f"chat_id is too long ({len(chat_id)} characters); use at most {MAX_CHAT_ID_CHARS} characters "
+            f"and {MAX_CHAT_ID_BYTES} UTF-8 bytes."
+        )
+    if "/" in chat_id or "\\" in chat_id or chat_id in (".", ".."):
+        raise InvalidChatId(f"chat_id {chat_id!r} looks like a path; do not use '/', '\\\\', '.' or '..'.")
+    return chat_id
+
+
+class ConversationThread:
+    """The items one recipient's model sees on one sender->recipient pair of one chat, in order.
+
+    With a store, items join `items` only once the store took them: an append that fails leaves the thread as the
+    store has it. An append whose outcome is unknown (cancelled half-way, or a failure after which the store may
+    hold the items) calls `on_unknown(chat_id)`: the ThreadManager then reads the chat from the store again.
+    """
+
+    __slots__ = ("_append_now", "_listeners", "_on_unknown", "_store", "chat_id", "has_marks", "items", "key",
+                 "recipient", "sender")
+
+    def __init__(
+        self,
+        chat_id: str,
+        sender: str,
+        recipient: str,
+        items: list[Item] | None = None,
+        store: ThreadStore | None = None,
+        listeners: list[ItemListener] | None = None,
+        on_unknown: Callable[[str], None] | None = None,
+    ) -> None:
+        self.chat_id = chat_id
+        self.sender = sender
+        self.recipient = recipient
+        self.key = f"{sender}->{recipient}"
+        self.items: list[Item] = items if items is not None else []
+        self.has_marks = bool(self.items) and has_call_marks(self.items)
+        """The thread holds approval bookkeeping items (`CALL_MARKS`), which the model must not be handed."""
+        self._store = store
+        self._append_now = immediate_append(store)
+        self._listeners = listeners if listeners is not None else []  # shared with the manager
+        self._on_unknown = on_unknown
+
+    async def append(self, item: Item) -> None:
+        """Add one item and persist it before returning."""
+        await self.extend([item])
+
+    async def extend(self, items: list[Item]) -> None:
+        """Add items in order; the store gets them in one append."""
+        stored = self.add(items)
+        if stored is not None:
+            await stored
+
+    def add(self, items: list[Item]) -> Awaitable[None] | None:
+        """Add items in order: stored first, then in `items`. Returns what to await for that, or None when it is
+        done already (no store, or a memory store: nothing to wait for)."""
+        if not items:
+            return None
+        store = self._store
+        if store is not None:
+            append_now = self._append_now
+            if append_now is None:
+                return self._stored(store, items)
+            append_now(self.chat_id, self.key, items)
+        self.items.extend(items)  # (not through _took: this is every turn's path without a store)
+        if self._listeners:
+            self._tell(items)
+        return None
+
+    async def _stored(self, store: ThreadStore, items: list[Item]) -> None:
+        try:
+            await store.append(self.chat_id, self.key, items)
+        except (ItemTooLarge, ConfigError):
+            raise  # refused before anything was written: the thread stays as the store has it
+        except BaseException:
+            if self._on_unknown is not None:  # the store may hold the items or not: it is the one to ask
+                self._on_unknown(self.chat_id)
+            raise
+        self.items.extend(items)
+        if self._listeners:
+            self._tell(items)
+
+    def _tell(self, items: list[Item]) -> None:
+        for item in items:
+            for listener in self._listeners:
+                listener(self, item)
+
+    def __repr__(self) -> str:
+        return f"ConversationThread({self.chat_id!r}, {self.key!r}, {len(self.items)} items)"
+
+
+class ThreadManager:
+    """One ConversationThread per (chat_id, sender, recipient), loaded once from the store and saved item by item."""
+
+    def __init__(
+        self,
+        *,
+        store: ThreadStore | None = None,
+        load_threads_callback: LoadThreadsCallback | None = None,
+        save_threads_callback: SaveThreadsCallback | None = None,
+        max_chats_in_memory: int = 10_000,
+    ) -> None:
+        if isinstance(max_chats_in_memory, bool) or not isinstance(max_chats_in_memory, int) or max_chats_in_memory < 1:
+            raise ConfigError(f"max_chats_in_memory must be an int >= 1, got {max_chats_in_memory!r}.")
+        self.max_chats_in_memory = max_chats_in_memory
+        """With a store, chats beyond this many leave memory (least recently used first) and reload when used."""
+        for name, callback in (("load_threads_callback", load_threads_callback),
+                               ("save_threads_callback", save_threads_callback)):
+            if callback is not None and not callable(callback):
+                raise ConfigError(f"{name} must be a function, got {type(callback).__name__}.")
+        uses_callbacks = load_threads_callback is not None or save_threads_callback is not None
+        if store is not None and uses_callbacks:
+            raise ConfigError("Pass either a thread store or load/save callbacks, not both.")
+        if store is not None and not isinstance(store, ThreadStore):
+            raise ConfigError(
+                f"thread_store must implement the ThreadStore protocol (load, append, list_chats, delete, aclose); "
+                f"got {type(store).__name__}."
+            )
+        if uses_callbacks:
+            store = CallbackThreadStore(load_threads_callback, save_threads_callback)
+        self.store: ThreadStore | None = store
+        """None: this process's memory only (the threads here are the store; nothing is copied)."""
+        self.saves_turns = getattr(store, "end_turn", None) is not None
+        """The store wants the whole chat at the end of each top-level turn (`save`)."""
+        self._listeners: list[ItemListener] = []
+        self._chats: dict[str, dict[str, ConversationThread]] = {}
+        self._loaded: OrderedDict[str, None] = OrderedDict()  # least recently used first
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._unanswered: set[str] = set()
+        self._unknown: set[str] = set()  # chats where an append's outcome is unknown: read again from the store
+
+    def subscribe(self, listener: ItemListener) -> None:
+        """Call `listener(thread, item)` for every item any thread gets from now on, the moment it gets it."""
+        if not callable(listener):
+            raise ConfigError(f"a thread listener must be callable, got {type(listener).__name__}.")
+        self._listeners.append(listener)
+
+    # -- reading -----------------------------------------------------------------------------
+    def get_thread(self, chat_id: str, sender: str, recipient: str) -> ConversationThread:
+        """The thread sender->recipient of a chat, created empty if it does not exist yet."""
+        threads = self._chats.get(chat_id)
+        if threads is None:
+            threads = self._chats[chat_id] = {}
+        key = f"{sender}->{recipient}"
+        thread = threads.get(key)
+        if thread is None:
+            thread = threads[key] = ConversationThread(
+                chat_id, sender, recipient, None, self.store, self._listeners, self._reread
+            )
+        return thread
+
+    def get_threads(self, chat_id: str) -> Threads:
+        """All of a chat's threads as {thread key: items} (lists are copies; items are shared)."""
+        return {key: list(t.items) for key, t in self._chats.get(chat_id, {}).items()}
+
+    def chat_ids(self) -> list[str]:
+        """Chats used in this process (the store may hold more: `await store.list_chats()`)."""
+        return list(self._chats)
+
+    # -- turn lifecycle ----------------------------------------------------------------------
+    def lock(self, chat_id: str) -> asyncio.Lock:
+        """Top-level turns of one chat run one after another, in arrival order (asyncio.Lock is fair)."""
+        lock = self._locks.get(chat_id)
+        if lock is None:
+            lock = self._locks[chat_id] = asyncio.Lock()
+        return lock
+
+    def hold(self, chat_id: str) -> AbstractAsyncContextManager[object]:
+        """Held for a whole top-level turn: this process's lock, then the store's turn lock if it has one.
+
+        A store with a turn lock is shared between processes, so inside that lock the chat is read again from the
+        store: another process may have run turns of it since this one last did.
+        """
+        turn_lock = getattr(self.store, "turn_lock", None)
+        store_lock = turn_lock(chat_id) if turn_lock is not None else None
+        if store_lock is None:
+            return self.lock(chat_id)  # an asyncio.Lock is itself the context manager: nothing added per turn
+        return self._held(chat_id, store_lock)
+
+    @asynccontextmanager
+    async def _held(self, chat_id: str, store_lock: AbstractAsyncContextManager[None]) -> AsyncIterator[None]:
+        async with self.lock(chat_id), store_lock:
+            self._forget(chat_id)
+            yield
+
+    def _forget(self, chat_id: str) -> None:
+        """Drop what this process knows of a chat; the next ensure_loaded reads it from the store again."""
+        self._chats.pop(chat_id, None)
+        self._loaded.pop(chat_id, None)
+        self._unanswered.discard(chat_id)
+        self._unknown.discard(chat_id)
+
+    def _reread(self, chat_id: str) -> None:
+        """An append of this chat may or may not have reached the store: the next turn reads the chat from it."""
+        self._loaded.pop(chat_id, None)
+        self._unknown.add(chat_id)
+
+    def is_loaded(self, chat_id: str) -> bool:
+        """Whether the chat is ready in memory (then marked as just used); if not, `await ensure_loaded` first."""
+        loaded = self._loaded
+        if chat_id in loaded:
+            if self.store is not None:  # only chats that are in a store ever leave memory
+                loaded.move_to_end(chat_id)
+            return True
+        if self.store is None:
+            loaded[chat_id] = None
+            return True
+        return False
+
+    async def ensure_loaded(self, chat_id: str) -> None:
+        """Load a chat from the store the first time a turn uses it in this process.
+
+        Calls left without outputs (a crash, or a pause for approval) are kept as they are: `resume` continues
+        from them, and the next new message repairs them (`repair_chat`).
+        """
+        if self.is_loaded(chat_id):
+            return
+        assert self.store is not None  # a chat without a store is always loaded
+        stored = validated_threads(await self.store.load(chat_id), chat_id, source=type(self.store).__name__)
+        threads = self._chats.setdefault(chat_id, {})
+        if chat_id in self._unknown:  # what this process holds may differ from the store: the store wins
+            self._unknown.discard(chat_id)
+            self._unanswered.discard(chat_id)
+            for held in threads.values():
+                held.items.clear()
+        for key, items in stored.items():
+            sender, recipient = key.split("->", 1)
+            thread = threads.get(key)
+            if thread is None:
+                thread = threads[key] = ConversationThread(
+                    chat_id, sender, recipient, store=self.store, listeners=self._listeners, on_unknown=self._reread
+                )
+            thread.items[:0] = items  # read (and so created) before the first turn: stored history first
+            thread.has_marks = thread.has_marks or has_call_marks(items)
+            if unanswered_calls(thread.items) or _ends_with_reasoning(thread.items):
+                self._unanswered.add(chat_id)
+        self._loaded[chat_id] = None
+        self._evict_idle_chats()
+
+    def has_unanswered_calls(self, chat_id: str) -> bool:
+        """A crash or a pause for approval left some function_call of this chat without an output."""
+        return chat_id in self._unanswered
+
+    def mark_unanswered(self, chat_id: str) -> None:
+        self._unanswered.add(chat_id)
+
+    def pending_calls(self, chat_id: str) -> dict[str, list[Item]]:
+        """{thread key: its function_call items without outputs}, for the threads that have any."""
+        pending: dict[str, list[Item]] = {}
+        for key, thread in self._chats.get(chat_id, {}).items():
+            calls = unanswered_calls(thread.items)
+            if calls:
+                pending[key] = calls
+        if not pending:
+            self._unanswered.discard(chat_id)
+        return pending
+
+    def waiting_calls(self, chat_id: str) -> dict[str, list[Item]]:
+        """{thread key: its calls that wait for an approval decision}: paused for approval (`AWAITING_APPROVAL`), not
+        started since (`APPROVED_RUN`), and in a turn somebody still waits for (not `abandoned_calls`). Every other
+        call without an output was cut short (a crash, a failed send) and is never run again."""
+        abandoned = self.abandoned_calls(chat_id)
+        waiting: dict[str, list[Item]] = {}
+        for key, thread in self._chats.get(chat_id, {}).items():
+            if not thread.has_marks:
+                continue
+            awaiting, started = call_marks(thread.items)
+            calls = [
+                call for call in unanswered_calls(thread.items)
+                if (call_id := str(call.get("call_id"))) in awaiting and call_id not in started
+                and call_id not in abandoned
+            ]
+            if calls:
+                waiting[key] = calls
+        return waiting
+
+    def abandoned_calls(self, chat_id: str) -> set[str]:
+        """Call ids of calls without outputs in a nested thread whose sender no longer waits for it: the send that
+        started that turn already has its output (it failed, was cut short, or a crash repaired it). Nobody will read
+        what such a call gives, so it is never waiting for approval; the next turn repairs it."""
+        threads = self._chats.get(chat_id, {})
+        unanswered = {key: unanswered_calls(thread.items) for key, thread in threads.items()}
+        open_sends = {str(call.get("call_id")) for calls in unanswered.values() for call in calls}
+        abandoned: set[str] = set()
+        for key, calls in unanswered.items():
+            if calls and _started_by_a_closed_send(threads[key].items, open_sends):
+                abandoned.update(str(call.get("call_id")) for call in calls)
+        return abandoned
+
+    async def repair_chat(self, chat_id: str) -> None:
+        """Give every call without an output an "interrupted" output, stored, so the model API accepts the threads."""
+        pending = self.pending_calls(chat_id)
+        for key, thread in self._chats.get(chat_id, {}).items():
+            drop_lost_reasoning(thread.items)
+            calls = pending.get(key, [])
+            await thread.extend([interrupted_output(str(call.get("call_id"))) for call in calls])
+        self._unanswered.discard(chat_id)
+
+    def _evict_idle_chats(self) -> None:
+        """Everything is in the store: idle chats beyond the limit can leave memory and be loaded again."""
+        excess = len(self._loaded) - self.max_chats_in_memory
+        for chat_id in list(self._loaded)[:max(0, excess)]:
+            if not self._drop_idle_lock(chat_id):
+                continue  # a turn is running on it (the current one included) or waiting for it
+            del self._loaded[chat_id]
+            self._chats.pop(chat_id, None)
+            self._unanswered.discard(chat_id)  # derived again from the store when the chat is loaded again
+
+    def _drop_idle_lock(self, chat_id: str) -> bool:
+        """Forget the chat's lock unless a turn holds it or waits for it; False when it is in use."""
+        lock = self._locks.get(chat_id)
+        if lock is None:
+            return True
+        # A released lock whose next waiter has not run yet is unlocked but still has that waiter.
+        if lock.locked() or getattr(lock, "_waiters", None):
+            return False
+        del self._locks[chat_id]
+        return True
+
+    async def save(self, chat_id: str) -> None:
+        """End of a top-level turn: stores that want a whole snapshot (the callback adapter) get it now."""
+        end_turn = getattr(self.store, "end_turn", None)  # None for a None store too
+        if end_turn is not None:
+            await end_turn(chat_id)
+
+    async def delete_chat(self, chat_id: str) -> None:
+        """Forget a chat here and in the store."""
+        check_chat_id(chat_id)
+        async with self.hold(chat_id):  # not in the middle of a turn, in this process or another
+            self._forget(chat_id)
+            if self.store is not None:
+                await self.store.delete(chat_id)
+        self._drop_idle_lock(chat_id)  # deleted chats leave nothing behind, locks included
+
+    async def aclose(self) -> None:
+        if self.store is not None:
+            await self.store.aclose()
+
+
+CLEAN_UP_SECONDS = 10.0
+"""How long a clean-up write (a cancelled turn's "interrupted" outputs, its save) may hold a cancellation up."""
+
+T = TypeVar("T")
+
+
+async def finish(work: Awaitable[T], *, seconds: float | None = None) -> T:
+    """Await `work` to its end even if this task is cancelled meanwhile, and raise that cancellation afterwards.
+
+    `work` runs in a task of its own, which no cancellation of this one reaches. This task waits for it inside an
+    anyio shield when anyio is loaded (anyio's cancel scopes, as FastAPI and Jupyter use them, cancel again at every
+    await) and through any number of asyncio cancellations (a second Ctrl-C). With `seconds`, it waits that long at
+    most: then `work` is cancelled and TimeoutError raised (the cancellation instead, if one came).
+    """
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    deadline = None if seconds is None else loop.time() + seconds
+    cancelled: asyncio.CancelledError | None = None
+    with _anyio_shield():
+        while not task.done():
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                task.cancel()
+                task.add_done_callback(_retrieve)  # nobody awaits it any more
+                if cancelled is not None:
+                    raise cancelled
+                raise TimeoutError(f"did not finish within {seconds} s; it was cut off")
+            try:
+                await asyncio.wait((task,), timeout=remaining)  # never cancels the task it waits for
+            except asyncio.CancelledError as error:
+                cancelled = error
+    if cancelled is not None:
+        raise cancelled from (None if task.cancelled() else task.exception())
+    return task.result()
+
+
+async def clean_up(write: Awaitable[object], what: str) -> None:
+    """A clean-up write of a failed or cancelled turn (what keeps its chat valid), run to its end even when this task
+    is cancelled again, for at most CLEAN_UP_SECONDS: a hung store cannot hold cancellation up for ever. A write that
+    fails (or is cut off by the bound) is logged, not raised: the turn's own error is the one its caller gets."""
+    try:
+        await finish(write, seconds=CLEAN_UP_SECONDS)
+    except Exception as error:
+        logger.error("%s failed while the turn was being cut short: %s", what, error,
+                     exc_info=not isinstance(error, TimeoutError))
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _anyio_shield() -> AbstractContextManager[object]:
+    """A shielded anyio cancel scope if anyio is loaded (only then can one of its scopes be cancelling this task)."""
+    anyio = sys.modules.get("anyio")
+    if anyio is None:
+        return nullcontext()
+    scope: AbstractContextManager[object] = anyio.CancelScope(shield=True)
+    return scope
+
+
+def interrupted_output(call_id: str) -> Item:
+    return {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_OUTPUT}
+
+
+def too_large_output(call_id: str, error: ItemTooLarge) -> Item:
+    """What the model (and the store) get for a call whose output the store refused as too large."""
+    size = "?" if error.size is None else error.size
+    limit = "?" if error.limit is None else error.limit
+    return {"type": "function_call_output", "call_id": call_id, "output": f"Error: output too large: {size} bytes, "
+            f"limit {limit}"}
+
+
+AWAITING_APPROVAL = "agency_swarm.awaiting_approval"
+APPROVED_RUN = "agency_swarm.approved_run"
+CALL_MARKS = frozenset({AWAITING_APPROVAL, APPROVED_RUN})
+"""Bookkeeping items a thread keeps (never handed to a model): a call paused for approval, and an approved call about
+to run. They make "nothing run twice" hold across a crash: only a call marked as waiting, and not marked as started,
+may run after a restart; any other call without an output was cut short and gets the "interrupted" output."""
+
+
+def call_mark(kind: str, call_id: str) -> Item:
+    return {"type": kind, "call_id": call_id}
+
+
+def has_call_marks(items: list[Item]) -> bool:
+    return any(item.get("type") in CALL_MARKS for item in items)
+
+
+def call_marks(items: list[Item]) -> tuple[set[str], set[str]]:
+    """(call ids marked as waiting for approval, call ids marked as started after an approval)."""
+    awaiting: set[str] = set()
+    started: set[str] = set()
+    for item in items:
+        kind = item.get("type")
+        if kind == AWAITING_APPROVAL:
+            awaiting.add(str(item.get("call_id")))
+        elif kind == APPROVED_RUN:
+            started.add(str(item.get("call_id")))
+    return awaiting, started
+
+
+def without_call_marks(items: list[Item]) -> list[Item]:
+    return [item for item in items if item.get("type") not in CALL_MARKS]
+
+
+def _started_by_a_closed_send(items: list[Item], open_calls: set[str]) -> bool:
+    """The thread's last incoming message came through a send (its call id is kept with it) that is no longer open.
+    A message the user or `sender_name=` sent directly has no send behind it: its calls may still wait."""
+    for item in reversed(items):
+        if item.get("role") == "user" and "type" not in item:
+            send = item.get("send_call_id")
+            return isinstance(send, str) and send not in open_calls
+    return False
+
+
+def unanswered_calls(items: list[Item]) -> list[Item]:
+    """The function_call items that have no function_call_output (they are always a thread's last calls)."""
+    answered = {item.get("call_id") for item in items if item.get("type") == "function_call_output"}
+    return [item for item in items if item.get("type") == "function_call" and item.get("call_id") not in answered]
+
+
+def repair(items: list[Item]) -> list[Item]:
+    """A copy of a thread where every function_call has an output, as the model API requires.
+
+    A reasoning item left last by a crash has lost its follower; it is not sent again.
+    """
+    if items and items[-1].get("type") == "reasoning":
+        items = items[:-1]
+    calls = unanswered_calls(items)
+    return [*items, *(interrupted_output(str(call.get("call_id"))) for call in calls)]
+
+
+def _ends_with_reasoning(items: list[Item]) -> bool:
+    return bool(items) and items[-1].get("type") == "reasoning"
+
+
+def drop_lost_reasoning(items: list[Item]) -> None:
+    """A reasoning item left last by a crash lost its follower; the model API rejects it alone, so it is not sent."""
+    if _ends_with_reasoning(items):
+        items.pop()
+
+
+def is_finished(items: list[Item]) -> bool:
+    """Did the last turn on this thread end with the recipient's final answer?"""
+    if not items:
+        return True
+    last = items[-1]
+    return last.get("type") == "message" and last.get("role") == "assistant"

@@ -1,0 +1,141 @@
+"""The ThreadStore protocol, the in-memory store, and the adapter that turns load/save callbacks into a store."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from .._base._errors import ConfigError
+
+Item: TypeAlias = dict[str, Any]
+Threads: TypeAlias = dict[str, list[Item]]
+"""{thread key like "user->CEO": items in order}."""
+
+DEFAULT_MAX_ITEM_BYTES = 10 * 1024 * 1024
+
+
+@runtime_checkable
+class ThreadStore(Protocol):
+    """Where threads live between processes. Every method is async; one store serves many chats at once.
+
+    Contract (tests/test_store_contract.py runs it against every store):
+    - `append` keeps the order of items within a thread key; items of different threads of one chat may be
+      appended concurrently.
+    - `load` returns what was appended, per thread key in order; `{}` for an unknown chat.
+    - `delete` forgets a chat; `list_chats` lists the chats that have items.
+    - Failures raise `StoreError` (or `ItemTooLarge`); what was stored before stays readable.
+    """
+
+    async def load(self, chat_id: str) -> Threads: ...
+
+    async def append(self, chat_id: str, thread_key: str, items: list[Item]) -> None: ...
+
+    async def list_chats(self) -> list[str]: ...
+
+    async def delete(self, chat_id: str) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class TurnLockingStore(Protocol):
+    """Optional ThreadStore capability, for a store that several processes share (PostgreSQL behind many workers).
+
+    `turn_lock(chat_id)` gives an async context manager that the ThreadManager holds for a whole top-level turn,
+    after its in-process lock, so that turns of one chat never interleave across processes. Inside it the manager
+    reloads the chat from the store: another process may have added to it since this one last looked.
+    `None` means this store instance cannot lock across processes (SQLite): the in-process lock alone applies.
+    """
+
+    def turn_lock(self, chat_id: str) -> AbstractAsyncContextManager[None] | None: ...
+
+
+class MemoryThreadStore:
+    """Keeps threads in this process only; two agencies given the same instance share chats."""
+
+    def __init__(self) -> None:
+        self._chats: dict[str, Threads] = {}
+
+    async def load(self, chat_id: str) -> Threads:
+        return {key: list(items) for key, items in self._chats.get(chat_id, {}).items()}
+
+    async def append(self, chat_id: str, thread_key: str, items: list[Item]) -> None:
+        self.append_now(chat_id, thread_key, items)
+
+    def append_now(self, chat_id: str, thread_key: str, items: list[Item]) -> None:
+        """`append` without the await: it never waits, so threads on this store call it directly (see
+        `immediate_append`)."""
+        self._chats.setdefault(chat_id, {}).setdefault(thread_key, []).extend(items)
+
+    async def list_chats(self) -> list[str]:
+        return [chat_id for chat_id, threads in self._chats.items() if threads]
+
+    async def delete(self, chat_id: str) -> None:
+        self._chats.pop(chat_id, None)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def immediate_append(store: ThreadStore | None) -> Callable[[str, str, list[Item]], None] | None:
+    """The synchronous append of a store whose `append` is MemoryThreadStore's own (not overridden), else None.
+
+    Threads call it instead of awaiting `append`: a memory store pays no await per item.
+    """
+    if isinstance(store, MemoryThreadStore) and type(store).append is MemoryThreadStore.append:
+        return store.append_now
+    return None
+
+
+LoadThreadsCallback: TypeAlias = Callable[[str], "Awaitable[Threads | None] | Threads | None"]
+SaveThreadsCallback: TypeAlias = Callable[[str, Threads], "Awaitable[None] | None"]
+
+
+class CallbackThreadStore(MemoryThreadStore):
+    """The foundation's `load_threads_callback` / `save_threads_callback` as a store.
+
+    `load` asks the load callback; appends are kept in memory; at the end of every top-level turn
+    (`end_turn`, called by the ThreadManager) the save callback gets the chat's whole snapshot.
+    """
+
+    def __init__(self, load: LoadThreadsCallback | None = None, save: SaveThreadsCallback | None = None) -> None:
+        super().__init__()
+        self._load = load
+        self._save = save
+
+    async def load(self, chat_id: str) -> Threads:
+        loaded: Any = None
+        if self._load is not None:
+            loaded = self._load(chat_id)
+            if inspect.isawaitable(loaded):
+                loaded = await loaded
+        threads = validated_threads(loaded, chat_id, source="load_threads_callback")
+        self._chats[chat_id] = {key: list(items) for key, items in threads.items()}
+        return threads
+
+    async def end_turn(self, chat_id: str) -> None:
+        if self._save is None:
+            return
+        result = self._save(chat_id, await MemoryThreadStore.load(self, chat_id))
+        if inspect.isawaitable(result):
+            await result
+
+
+def validated_threads(loaded: object, chat_id: str, *, source: str) -> Threads:
+    """Check the shape a store or a load callback returned; a clear ConfigError otherwise."""
+    expected = "a dict {thread key like 'user->CEO': [item dicts]} ({} for a new chat)"
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{source} returned {type(loaded).__name__} for chat {chat_id!r}; expected {expected}.")
+    for key, items in loaded.items():
+        if not isinstance(key, str) or key.count("->") != 1 or key.startswith("->") or key.endswith("->"):
+            raise ConfigError(f"{source} returned thread key {key!r} for chat {chat_id!r}; expected {expected}.")
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise ConfigError(
+                f"{source} returned thread {key!r} of chat {chat_id!r} that is not a list of dicts; "
+                f"expected {expected}."
+            )
+    return loaded

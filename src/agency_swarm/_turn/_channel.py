@@ -1,0 +1,116 @@
+"""The event channel: a turn is a coroutine that emits events; `drive` runs it as an async generator of them.
+
+Every agent turn, tool call and send is a plain coroutine, so a nested agent costs a function call, not a stack of
+async generators that each event would climb. An event leaves the turn through `await emit(event)`:
+
+- `to_reader` (streaming): the turn yields the event itself; `drive`, which runs the whole turn with `send`, takes
+  it and yields it to the reader, then resumes the turn. Any other await (a future, `sleep(0)`) passes through
+  `drive` to the task untouched, and what the task sends or throws back goes to the turn.
+- `None` (a blocking call without hooks): nobody reads events, so none is built. A blocking turn never emits
+  through `to_reader` (hooks are called in place), so blocking calls await the turn coroutine without `drive`.
+- a queue (calls running in tasks of their own): the turn's own task takes them from there and emits them.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Generator
+from typing import Any
+
+from .._base._events import Event
+from .._turn._hooks import HookTable, dispatch
+
+TurnStart = Callable[[], Coroutine[Any, Any, object]]
+"""Makes a top-level turn's coroutine: `drive` runs it for a stream, a blocking call just awaits it."""
+
+EmitEvent = Callable[[Event], Awaitable[None]]
+"""Where a turn's events go: `await emit(event)` returns once the event has been handed over."""
+
+
+@types.coroutine
+def to_reader(event: Event) -> Generator[Event, None, None]:
+    """`await to_reader(event)` hands `event` to `drive`, which yields it to the stream's reader.
+
+    The event itself is what the turn yields: no wrapper object per event, and `drive` tells it from a future by
+    its type.
+    """
+    yield event
+
+
+class _PassThrough:
+    """Awaits, in `drive`'s task, what the turn awaited: the task's answer (or exception) returns to the turn."""
+
+    __slots__ = ("awaited",)
+
+    def __init__(self, awaited: Any) -> None:
+        self.awaited = awaited
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return (yield self.awaited)
+
+
+async def drive(start: TurnStart, finished: Callable[[], None] | None = None) -> AsyncGenerator[Event, None]:
+    """Run the turn `start()` makes, yielding the events it emits, in order; call `finished()` once it is over.
+
+    Closing this generator early (the reader broke out) raises `ReaderLeft` in the turn where it stands, at the
+    emit it waits on: its clean-up still awaits what it needs (outputs stored, threads saved, locks released), and
+    the events it emits meanwhile go nowhere. (Not GeneratorExit: thrown into a coroutine that awaits, Python
+    closes the awaited coroutine instead, and a clean-up that awaits would then fail.)
+    """
+    try:
+        turn = start()  # made here, not before: a stream that is never iterated leaves no coroutine unawaited
+        send, throw = turn.send, turn.throw
+        value: Any = None
+        error: BaseException | None = None
+        reader_left = False
+        while True:
+            try:
+                yielded = send(value) if error is None else throw(error)
+            except StopIteration:
+                return
+            except ReaderLeft:  # only ever thrown in below, once the reader has left
+                return  # the turn is cleaned up; the generator closes as asked
+            value = error = None
+            if isinstance(yielded, Event):
+                if not reader_left:
+                    try:
+                        yield yielded
+                    except GeneratorExit:
+                        reader_left, error = True, ReaderLeft()
+                continue
+            try:
+                value = await _PassThrough(yielded)
+            except BaseException as exc:  # cancelled, typically: the turn gets it where it waits
+                error = exc
+    finally:
+        if finished is not None:
+            finished()
+
+
+class ReaderLeft(BaseException):
+    """The stream's reader stopped reading: the turn unwinds (a BaseException, so no `except Exception` stops it)."""
+
+
+class HookFailed(BaseException):
+    """A hook raised: carried past the loop's `except Exception` (which would make it a tool output) to the top."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def channel(hooks: HookTable | None, streaming: bool) -> EmitEvent | None:
+    """The emit of a top-level turn: to the reader, to the agency's hooks, to both, or (blocking, no hooks) none."""
+    if hooks is None:
+        return to_reader if streaming else None
+    table = hooks
+
+    async def to_hooks(event: Event) -> None:
+        try:
+            await dispatch(table, event)
+        except Exception as error:
+            raise HookFailed(error) from error
+        if streaming:
+            await to_reader(event)
+
+    return to_hooks

@@ -1,0 +1,315 @@
+"""RunResult, the streaming handle, and the usage budget shared by every agent of one turn."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from agents import ToolInputGuardrailResult, ToolOutputGuardrailResult, Usage
+from openai.types.responses import ResponseUsage
+from openai.types.responses.response_usage import OutputTokensDetails
+
+from .._base import _sdk
+from .._turn._channel import TurnStart, drive
+from .._base._events import Event
+from .._turn._tool_guardrails import GuardrailLog
+
+if TYPE_CHECKING:
+    from .._model._cost import CostEstimate, ModelPrice
+
+
+@dataclass(kw_only=True, frozen=True)
+class Interruption:
+    """A tool call waiting for approval; pass its `call_id` to `resume(approve=[...])` or `reject=[...]`."""
+
+    agent: str
+    """The agent whose tool it is."""
+    caller: str
+    depth: int
+    chat_id: str
+    call_id: str
+    tool: str
+    arguments: str
+    """The JSON arguments the model chose."""
+
+
+@dataclass(kw_only=True)
+class RunResult:
+    """What one top-level turn produced."""
+
+    final_output: Any
+    """The entry agent's final output: a str, or an instance of its `output_type`."""
+    new_items: list[dict[str, Any]]
+    """The items this turn added to the thread between the caller and the entry agent."""
+    chat_id: str
+    agent: str
+    """The name of the agent that answered."""
+    interruptions: list[Interruption] = field(default_factory=list)
+    """Tool calls waiting for approval (nested agents' included); empty unless the turn paused."""
+    tool_guardrails: GuardrailLog | None = field(repr=False, default=None)
+    """The turn's tool guardrail results (None when no tool had guardrails); read them through the two properties."""
+    usage_records: list[tuple[tuple[str, str], Any]] = field(repr=False, default_factory=list)
+    """((agent, model name), the usage that model call reported) for every model call of the turn, in order."""
+
+    @property
+    def totals_by_model(self) -> dict[tuple[str, str], UsageTotals]:
+        """(agent, model name) -> usage: what `cost` prices, and what every usage view below is summed from."""
+        # Summed when first asked: most callers never read usage, and a turn then pays ~1 µs less per model call.
+        totals: dict[tuple[str, str], UsageTotals] | None = self.__dict__.get("_totals")
+        if totals is None:
+            totals = self.__dict__["_totals"] = totals_by_model(self.usage_records)
+        return totals
+
+    @property
+    def tool_input_guardrail_results(self) -> list[ToolInputGuardrailResult]:
+        """Every function tool input guardrail that ran in the turn (nested agents' included), in order."""
+        return [] if self.tool_guardrails is None else self.tool_guardrails.inputs
+
+    @property
+    def tool_output_guardrail_results(self) -> list[ToolOutputGuardrailResult]:
+        """Every function tool output guardrail that ran in the turn (nested agents' included), in order."""
+        return [] if self.tool_guardrails is None else self.tool_guardrails.outputs
+
+    @property
+    def paused(self) -> bool:
+        """The turn stopped to wait for approvals: `final_output` is None until `resume` finishes it."""
+        return bool(self.interruptions)
+
+    @property
+    def usage(self) -> Usage:
+        """Usage summed over every model call of the turn, nested agents included."""
+        # summed and built on demand: an agents.Usage costs ~10 µs to construct, and most callers never ask
+        return UsageTotals.sum(self.totals_by_model.values()).to_usage()
+
+    @property
+    def usage_by_agent(self) -> dict[str, Usage]:
+        """The same usage split by agent name."""
+        return self._split(0)
+
+    @property
+    def usage_by_model(self) -> dict[str, Usage]:
+        """The same usage split by model name (an agent's model string, or the model object's `model`)."""
+        return self._split(1)
+
+    def _split(self, part: int) -> dict[str, Usage]:
+        groups: dict[str, list[UsageTotals]] = {}
+        for key, totals in self.totals_by_model.items():
+            groups.setdefault(key[part], []).append(totals)
+        return {name: UsageTotals.sum(parts).to_usage() for name, parts in groups.items()}
+
+    def cost(self, prices: Mapping[str, ModelPrice | Mapping[str, float]]) -> CostEstimate:
+        """What this turn cost by `prices` (model name -> ModelPrice per 1M tokens), by agent and by model.
+
+        Raises ConfigError naming any model of the turn that has no price.
+        """
+        from .._model._cost import estimate_cost
+
+        return estimate_cost(self.totals_by_model, prices)
+
+
+def requests_of(usage: Any) -> int:
+    """How many API requests one model response's usage stands for."""
+    # A streamed response's usage (ResponseUsage) is one request; asking that pydantic model for the attribute
+    # it lacks would cost ~2 µs.
+    if usage is None or type(usage) is ResponseUsage:
+        return 1
+    return max(1, getattr(usage, "requests", 1) or 1)
+
+
+def totals_by_model(records: Iterable[tuple[tuple[str, str], Any]]) -> dict[tuple[str, str], UsageTotals]:
+    """Each model call's usage summed under its (agent, model name)."""
+    totals: dict[tuple[str, str], UsageTotals] = {}
+    for key, usage in records:
+        per_model = totals.get(key)
+        if per_model is None:
+            per_model = totals[key] = UsageTotals()
+        per_model.add(usage)
+    return totals
+
+
+class UsageTotals:
+    """Plain-int counters: adding to `agents.Usage` per model call costs ~10 µs, this costs ~1 µs."""
+
+    __slots__ = ("cached_tokens", "input_tokens", "output_tokens", "reasoning_tokens", "requests", "total_tokens")
+
+    def __init__(self) -> None:
+        self.requests = self.input_tokens = self.output_tokens = self.total_tokens = 0
+        self.cached_tokens = self.reasoning_tokens = 0
+
+    def add(self, usage: Any) -> None:
+        """`usage` is an `agents.Usage` or an openai `ResponseUsage` (or None when the model reported none)."""
+        self.requests += requests_of(usage)
+        if usage is None:
+            return
+        self.input_tokens += usage.input_tokens or 0
+        self.output_tokens += usage.output_tokens or 0
+        self.total_tokens += usage.total_tokens or 0
+        details = usage.input_tokens_details
+        if details is not None and details.cached_tokens:
+            self.cached_tokens += details.cached_tokens
+        out_details = usage.output_tokens_details
+        if out_details is not None and out_details.reasoning_tokens:
+            self.reasoning_tokens += out_details.reasoning_tokens
+
+    @classmethod
+    def sum(cls, parts: Collection[UsageTotals]) -> UsageTotals:
+        if len(parts) == 1:  # one agent answered: its totals are the turn's
+            return next(iter(parts))
+        total = cls()
+        for part in parts:
+            total.requests += part.requests
+            total.input_tokens += part.input_tokens
+            total.output_tokens += part.output_tokens
+            total.total_tokens += part.total_tokens
+            total.cached_tokens += part.cached_tokens
+            total.reasoning_tokens += part.reasoning_tokens
+        return total
+
+    def to_usage(self) -> Usage:
+        usage = new_usage(self.requests, self.input_tokens, self.output_tokens, self.total_tokens)
+        if self.cached_tokens:
+            usage.input_tokens_details = usage.input_tokens_details.model_copy(
+                update={"cached_tokens": self.cached_tokens}
+            )
+        if self.reasoning_tokens:
+            usage.output_tokens_details = OutputTokensDetails(reasoning_tokens=self.reasoning_tokens)
+        return usage
+
+
+class ResponseStream:
+    """An async iterator of events; `result` holds the RunResult once the stream is exhausted.
+
+    Iterate it once. Breaking out of the loop cancels the turn; what was produced is kept and saved.
+    `async with` (or `await stream.aclose()`) waits until that clean-up has finished.
+    """
+
+    def __init__(
+        self, start: Callable[[ResponseStream], TurnStart], *, streaming: bool = True
+    ) -> None:
+        self._start = start
+        self.streaming = streaming
+        """False when a blocking get_response drives this turn: models are then called without streaming."""
+        self._generator: weakref.ref[AsyncGenerator[Event, None]] | None = None
+        self._finished = False
+        self._closed: asyncio.Event | None = None  # made only when someone waits: blocking turns never do
+        self._result: RunResult | None = None
+        self._started = False
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        if self._generator is not None:
+            raise RuntimeError("This stream was already iterated; call get_response_stream again for a new turn.")
+        # drive's own generator, not one wrapped around it: every event would climb the extra level
+        generator = drive(self._begin, self._mark_closed)
+        # A weak reference only: when the caller's `async for` breaks, the generator is collected and
+        # asyncio closes it, which cancels the turn.
+        self._generator = weakref.ref(generator)
+        return generator
+
+    def _begin(self) -> Coroutine[Any, Any, object]:
+        self._started = True
+        return self._start(self)()
+
+    def _mark_closed(self) -> None:
+        self._finished = True
+        if self._closed is not None:
+            self._closed.set()
+
+    async def _drain(self) -> RunResult:
+        """The blocking form: the same turn, awaited (it emits nothing that `drive` would hand out)."""
+        self._started = True
+        try:
+            await self._start(self)()
+        finally:
+            self._mark_closed()
+        return self.result
+
+    def _finish(self, result: RunResult) -> None:
+        self._result = result
+
+    @property
+    def result(self) -> RunResult:
+        if self._result is None:
+            raise RuntimeError("The stream has no result yet: iterate it to the end first.")
+        return self._result
+
+    @property
+    def done(self) -> bool:
+        return self._finished
+
+    async def aclose(self) -> None:
+        """Stop the turn if it is still running and wait until it has been cleaned up and saved."""
+        if self._generator is None:
+            self._mark_closed()
+            return
+        generator = self._generator()
+        if generator is not None:
+            await generator.aclose()
+        if not self._started:  # never iterated: nothing ran, nothing to clean up
+            self._mark_closed()
+        if not self._finished:  # the caller broke out; asyncio is closing the turn in another task
+            self._closed = self._closed or asyncio.Event()
+            await self._closed.wait()
+
+    async def __aenter__(self) -> ResponseStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def _sdk_usage(requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
+    return Usage(requests=requests, input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=total_tokens)
+
+
+_ZERO_USAGE = Usage()
+_new = object.__new__
+
+
+def _filled_usage(requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
+    """The `agents.Usage` the constructor would build, attribute for attribute, without its validation.
+
+    `Usage(...)` validates every field (~5 µs); a tool's first call in a turn needs one for its context.
+    """
+    usage: Usage = _new(Usage)
+    usage.__dict__ = {
+        **_ZERO_USAGE.__dict__,
+        "requests": requests, "input_tokens": input_tokens, "output_tokens": output_tokens,
+        "total_tokens": total_tokens, "input_tokens_details": _fresh(_ZERO_USAGE.input_tokens_details),
+        "output_tokens_details": _fresh(_ZERO_USAGE.output_tokens_details), "request_usage_entries": [],
+    }
+    return usage
+
+
+def _fresh(details: Any) -> Any:
+    """A new token-details model equal to `details`, with the same fields set (half what copying it costs)."""
+    return details.__pydantic_validator__.validate_python(
+        {name: getattr(details, name) for name in details.__pydantic_fields_set__}
+    )
+
+
+def _fills_like_the_sdk() -> bool:
+    """Whether `_filled_usage` still matches this SDK version's constructor (else the constructor is used)."""
+    try:
+        filled, made = _filled_usage(2, 3, 4, 7), _sdk_usage(2, 3, 4, 7)
+        return vars(filled) == vars(made) and all(
+            getattr(filled, name).__pydantic_fields_set__ == getattr(made, name).__pydantic_fields_set__
+            for name in ("input_tokens_details", "output_tokens_details")
+        )
+    except Exception:  # pragma: no cover - depends on the installed SDK
+        return False
+
+
+_FILLS_USAGE = _fills_like_the_sdk()
+
+
+def new_usage(requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
+    """An `agents.Usage` with these counts and empty token details (hand-filled unless `_sdk.SHORTCUTS` is off)."""
+    if _sdk.SHORTCUTS and _FILLS_USAGE:
+        return _filled_usage(requests, input_tokens, output_tokens, total_tokens)
+    return _sdk_usage(requests, input_tokens, output_tokens, total_tokens)

@@ -1,0 +1,50 @@
+"""Serving an agency over HTTP: a FastAPI app (JSON and Server-Sent Events) and `agency-swarm serve` with uvicorn.
+
+```python
+from agency_swarm import Agency, Agent
+from agency_swarm.serving import create_app
+
+def build_agency(store):  # called once per worker process, with that worker's store
+    ceo = Agent(name="CEO", model="gpt-4.1-mini", instructions="...")
+    return Agency(ceo, thread_store=store)
+
+app = create_app(build_agency, store="postgresql://app@db:5432/app", auth_token=os.environ["API_TOKEN"])
+```
+
+Endpoints (all JSON unless said; every error is `{"error": {"type", "message", ...}}` with a 4xx/5xx status):
+`POST /chats/{chat_id}/messages`, `POST /chats/{chat_id}/messages:stream` (SSE), `POST /chats/{chat_id}/resume`,
+`POST /chats/{chat_id}/resume:stream` (SSE), `GET /chats/{chat_id}/threads`, `DELETE /chats/{chat_id}`,
+`GET /healthz`, `GET /openapi.json`. docs/design/serving.md says why it works the way it does.
+"""
+
+from ._app import (
+    DEFAULT_MAX_BODY_BYTES,
+    AgencyFactory,
+    ErrorResponse,
+    MessageRequest,
+    ResumeRequest,
+    RunResultResponse,
+    ServeSettings,
+    StoreHealth,
+    ThreadsResponse,
+    app_from_env,
+    create_app,
+    open_store,
+    serve,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "AgencyFactory",
+    "ErrorResponse",
+    "MessageRequest",
+    "ResumeRequest",
+    "RunResultResponse",
+    "ServeSettings",
+    "StoreHealth",
+    "ThreadsResponse",
+    "app_from_env",
+    "create_app",
+    "open_store",
+    "serve",
+]
