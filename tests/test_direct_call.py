@@ -15,8 +15,8 @@ from openai.types.responses import ResponseFunctionToolCall
 from pydantic import Field
 
 from agency_swarm import Agent
-from agency_swarm._turn import _direct_call as _direct_call
 from agency_swarm._base import _sdk as _sdk
+from agency_swarm._turn import _direct_call as _direct_call
 from agency_swarm._turn import _tools as _tools
 
 SEEN: list[Any] = []

@@ -296,12 +296,12 @@ def test_chat_ids_fit_255_utf8_bytes_whatever_their_characters(chat_id: str, fit
 
 
 def test_usage_is_built_as_the_sdk_builds_it_with_details_of_its_own() -> None:
-    from agency_swarm._turn import _results as _results
+    from agency_swarm._model import _usage
 
-    made, filled = _results._sdk_usage(2, 3, 4, 7), _results._filled_usage(2, 3, 4, 7)
+    made, filled = _usage._sdk_usage(2, 3, 4, 7), _usage._filled_usage(2, 3, 4, 7)
     assert vars(filled) == vars(made)
-    assert _results._FILLS_USAGE
-    other = _results._filled_usage(0, 0, 0, 0)
+    assert _usage._FILLS_USAGE
+    other = _usage._filled_usage(0, 0, 0, 0)
     assert filled.input_tokens_details is not other.input_tokens_details
     assert filled.request_usage_entries is not other.request_usage_entries
     filled.add(made)
@@ -309,10 +309,10 @@ def test_usage_is_built_as_the_sdk_builds_it_with_details_of_its_own() -> None:
 
 
 def test_usage_falls_back_to_the_sdk_constructor_when_filling_differs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agency_swarm._turn import _results as _results
+    from agency_swarm._model import _usage
 
-    assert _results._fills_like_the_sdk()
-    template = _results._sdk_usage(0, 0, 0, 0)
+    assert _usage._fills_like_the_sdk()
+    template = _usage._sdk_usage(0, 0, 0, 0)
     template.__dict__["field_of_a_newer_sdk"] = 1  # the filled copy would carry what the constructor does not make
-    monkeypatch.setattr(_results, "_ZERO_USAGE", template)
-    assert not _results._fills_like_the_sdk()
+    monkeypatch.setattr(_usage, "_ZERO_USAGE", template)
+    assert not _usage._fills_like_the_sdk()

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from aiofiles.threadpool.binary import AsyncFileIO
 
-from agency_swarm._threads import _file_store as file_store_module
 from agency_swarm._base._errors import ConfigError, InvalidChatId, ItemTooLarge, StoreError
+from agency_swarm._threads import _file_store as file_store_module
 from agency_swarm._threads._file_store import FileThreadStore
 
 

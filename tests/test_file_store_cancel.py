@@ -14,8 +14,8 @@ import pytest
 from aiofiles.threadpool.binary import AsyncFileIO
 
 from agency_swarm import FileThreadStore
-from agency_swarm._threads import _file_store as file_store_module
 from agency_swarm._base._errors import StoreError
+from agency_swarm._threads import _file_store as file_store_module
 
 
 def msg(n: int, pad: int = 0) -> dict[str, Any]:

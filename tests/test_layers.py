@@ -56,7 +56,9 @@ def imports_of(name: str, path: Path, known: set[str]) -> Iterator[str]:
                 module = node.module
             else:
                 continue
-            targets = [f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module for alias in node.names]
+            targets = [
+                f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module for alias in node.names
+            ]
         else:
             continue
         for target in targets:

@@ -187,7 +187,8 @@ def test_stores_and_cost_types_load_on_first_use() -> None:
 
     code = (
         "import sys, agency_swarm\n"
-        "heavy = ('sqlite3', 'aiofiles', 'agency_swarm._threads._sql_store', 'agency_swarm._threads._file_store', 'agency_swarm._model._cost')\n"
+        "heavy = ('sqlite3', 'aiofiles', 'agency_swarm._threads._sql_store', 'agency_swarm._threads._file_store',\n"
+        "         'agency_swarm._model._cost')\n"
         "print(sorted(name for name in heavy if name in sys.modules))\n"
         "from agency_swarm import FileThreadStore, ModelPrice, SQLThreadStore\n"
         "print(FileThreadStore.__module__, ModelPrice.__module__, SQLThreadStore.__module__)\n"

@@ -42,8 +42,8 @@ from openai import AsyncOpenAI
 
 import agency_swarm
 from agency_swarm import Agency, Agent
-from agency_swarm._turn import _direct_call as _direct_call
 from agency_swarm._base import _sdk as _sdk
+from agency_swarm._turn import _direct_call as _direct_call
 from agency_swarm._turn._tracing import open_trace
 from agency_swarm.testing import ScriptedModel, Step, ToolCall, send_message
 
@@ -316,7 +316,7 @@ async def test_shortcuts_off_really_takes_the_sdk_paths(monkeypatch: pytest.Monk
     from openai.types.responses import ResponseFunctionToolCall
 
     from agency_swarm._base import _items as _items
-    from agency_swarm._turn import _results as _results
+    from agency_swarm._model import _usage
     from agency_swarm._turn import _tools as _tools
 
     call = ResponseFunctionToolCall(type="function_call", call_id="c1", name="add", arguments='{"a": 1, "b": 2}')
@@ -336,7 +336,7 @@ async def test_shortcuts_off_really_takes_the_sdk_paths(monkeypatch: pytest.Monk
     assert _sdk.tracing_switched_off(get_trace_provider()) is False
     assert open_trace("Worker", "c") is None  # `trace()` said so instead
     assert _items.stored_item(call) == call.model_dump(exclude_unset=True)
-    assert _results.new_usage(1, 2, 3, 5) == agents.Usage(requests=1, input_tokens=2, output_tokens=3, total_tokens=5)
+    assert _usage.new_usage(1, 2, 3, 5) == agents.Usage(requests=1, input_tokens=2, output_tokens=3, total_tokens=5)
 
 
 # -- each borrowed name hidden ----------------------------------------------------------------------------------

@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any
 from agents import ModelSettings, function_tool
 
 from ._agency._agency import Agency
-from ._turn._agent import Agent
 from ._base._errors import (
     AgencySwarmError,
     ChartError,
@@ -40,11 +39,12 @@ from ._base._events import (
     ToolCalled,
     ToolOutput,
 )
+from ._model._retry import RetryPolicy
+from ._threads._manager import ConversationThread, ThreadManager
+from ._threads._store import MemoryThreadStore, ThreadStore, TurnLockingStore
+from ._turn._agent import Agent
 from ._turn._hooks import AgencyHooks
 from ._turn._results import Interruption, ResponseStream, RunResult
-from ._model._retry import RetryPolicy
-from ._threads._store import MemoryThreadStore, ThreadStore, TurnLockingStore
-from ._threads._manager import ConversationThread, ThreadManager
 
 if TYPE_CHECKING:
     from ._model._cost import CostEstimate, ModelPrice

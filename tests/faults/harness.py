@@ -42,8 +42,8 @@ from agents import Model, function_tool
 from agents.tool_context import ToolContext
 
 from agency_swarm import Agency, Agent, StoreError
-from agency_swarm._threads._store import MemoryThreadStore, ThreadStore
 from agency_swarm._threads._manager import ThreadManager
+from agency_swarm._threads._store import MemoryThreadStore, ThreadStore
 from agency_swarm.testing import ModelCall, ScriptedModel, ToolCall, send_message
 
 POSTGRES_URL = os.environ.get("AGENCY_SWARM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

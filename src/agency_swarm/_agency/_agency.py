@@ -9,18 +9,20 @@ from typing import Any
 
 from agents import Model, ModelProvider, Tool
 
-from .._turn._agent import DEFAULT_CHAT_ID, DEFAULT_MAX_RECURSION_DEPTH, Agent, Wiring
+from .._base._errors import ConfigError
+from .._base._names import SEND_MESSAGE
+from .._base._placeholders import check_placeholders
+from .._model._retry import RetryPolicy
+from .._threads._manager import LoadThreadsCallback, SaveThreadsCallback, ThreadManager, check_chat_id
+from .._threads._store import ThreadStore
+from .._turn._agent import Agent, run_turn, stream_turn
 from .._turn._channel import TurnStart
 from .._turn._chart import Chart, parse_chart
-from .._base._errors import ConfigError
+from .._turn._definition import DEFAULT_CHAT_ID, DEFAULT_MAX_RECURSION_DEPTH, AgentBase, Wiring, attach
 from .._turn._hooks import AgencyHooks, hook_table
-from .._turn._loop import resume_turn, top_level_turn
-from .._base._placeholders import check_placeholders
+from .._turn._loop import resume_turn
 from .._turn._results import ResponseStream, RunResult
-from .._model._retry import RetryPolicy
-from .._turn._send_message import SEND_MESSAGE, build_send_message_tool
-from .._threads._store import ThreadStore
-from .._threads._manager import LoadThreadsCallback, SaveThreadsCallback, ThreadManager, check_chat_id
+from .._turn._send_message import build_send_message_tool
 
 
 class Agency:
@@ -85,7 +87,9 @@ class Agency:
         for agent in self._chart.agents.values():
             if isinstance(agent.instructions, str):
                 check_placeholders(agent.instructions, f"The instructions of agent {agent.name!r}")
-            recipients = {name: self._chart.agents[name] for name in self._chart.recipients_of(agent.name)}
+            recipients: dict[str, AgentBase] = {
+                name: self._chart.agents[name] for name in self._chart.recipients_of(agent.name)
+            }
             if recipients and any(getattr(tool, "name", None) == SEND_MESSAGE for tool in agent.tools):
                 raise ConfigError(
                     f"Agent {agent.name!r} has its own tool named {SEND_MESSAGE!r}, which the agency reserves for "
@@ -104,7 +108,7 @@ class Agency:
             )
         for name, wiring in self._wirings.items():
             wiring.recipient_wirings = {recipient: self._wirings[recipient] for recipient in wiring.recipients}
-            self._chart.agents[name]._attach(wiring)  # direct agent.get_response(...) calls use this agency
+            attach(self._chart.agents[name], wiring)  # direct agent.get_response(...) calls use this agency
 
     @classmethod
     def from_config(
@@ -173,9 +177,8 @@ class Agency:
     ) -> RunResult:
         """One turn: the user's message to `recipient_agent` (default: the first entry point)."""
         agent = self._recipient(recipient_agent)
-        caller, chat = agent._checked(message, chat_id, None, additional_instructions)
         wiring = self._wirings[agent.name]
-        return await top_level_turn(agent, wiring, message, caller, chat, context, additional_instructions, None)
+        return await run_turn(agent, wiring, message, chat_id, None, context, additional_instructions)
 
     def get_response_stream(
         self,
@@ -188,7 +191,7 @@ class Agency:
     ) -> ResponseStream:
         """The same turn as a stream of events from every agent involved, in order."""
         agent = self._recipient(recipient_agent)
-        return agent._stream(message, chat_id, None, context, additional_instructions, self._wirings[agent.name])
+        return stream_turn(agent, self._wirings[agent.name], message, chat_id, None, context, additional_instructions)
 
     def get_response_sync(
         self,

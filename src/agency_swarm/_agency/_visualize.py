@@ -5,15 +5,33 @@ from __future__ import annotations
 import html
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
-from .._turn._chart import USER
 from .._base._errors import ConfigError
+from .._base._names import USER
 
-if TYPE_CHECKING:
-    from .._agency._agency import Agency
+
+class _Described(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str | None: ...
+
+
+class Charted(Protocol):
+    """What a drawing reads from an agency (the agency module imports this one, not the other way round)."""
+
+    @property
+    def agents(self) -> Mapping[str, _Described]: ...
+
+    @property
+    def entry_points(self) -> Sequence[_Described]: ...
+
+    @property
+    def communication_flows(self) -> list[tuple[str, str]]: ...
 
 ChartFormat = Literal["mermaid", "html"]
 FORMATS: tuple[ChartFormat, ...] = ("mermaid", "html")
@@ -46,7 +64,7 @@ class ChartView:
     flows: list[tuple[str, str]]
 
     @classmethod
-    def of(cls, agency: Agency) -> ChartView:
+    def of(cls, agency: Charted) -> ChartView:
         return cls(
             agents={name: agent.description for name, agent in agency.agents.items()},
             entry_points=[agent.name for agent in agency.entry_points],
@@ -54,7 +72,7 @@ class ChartView:
         )
 
 
-def visualize(agency: Agency, format: str = "mermaid") -> str:
+def visualize(agency: Charted, format: str = "mermaid") -> str:
     """The chart of `agency` as Mermaid text (`"mermaid"`) or as a self-contained HTML page (`"html"`)."""
     if format not in FORMATS:
         raise ConfigError(f"Unknown chart format {format!r}; use one of: {', '.join(FORMATS)}.")

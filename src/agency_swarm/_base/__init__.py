@@ -1,4 +1,4 @@
-"""The floor every layer stands on: errors, events, the SDK boundary, reserved names, sync helpers; imports none of ours.
+"""The floor every layer stands on: errors, events, the SDK boundary, reserved names; imports none of ours.
 
 `_errors` (the exception tree), `_events` (stream events), `_sdk` (the one module using private openai-agents
 names, each with a public fallback), `_items` (stored item shapes), `_names` (reserved names), `_placeholders`

@@ -6,7 +6,7 @@ from typing import Any
 
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 
-from .._base import _sdk
+from . import _sdk
 
 
 def stored_item(item: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .._base._errors import ConfigError
+from ._errors import ConfigError
 
 DATE = "date"
 AGENT_NAME = "agent_name"

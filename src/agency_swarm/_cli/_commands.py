@@ -3,25 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import os
 import sys
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from .._cli._demo import DEFAULT_MESSAGE
 from .._base._errors import AgencySwarmError, ConfigError
+from .._config._python_object import load_python_object
+from ._demo import DEFAULT_MESSAGE
 
 if TYPE_CHECKING:
     from .._agency._agency import Agency
-    from .._cli._terminal import TerminalChat
+    from ._terminal import TerminalChat
 
 USAGE_ERROR = 2
 """Exit code for bad input (missing file, invalid config, unknown agent): nothing ran."""
@@ -89,54 +88,6 @@ def load_agency(
         fail(str(error))
 
 
-def load_python_object(option: str, target: str) -> Any:
-    """`FILE.py:NAME` or `package.module:NAME` -> that object; a function (not a model) is called without arguments,
-    so every run gets fresh objects (scripted models keep state)."""
-    location, _, name = target.rpartition(":")
-    if not location or not name.isidentifier():
-        raise ConfigError(f"{option} {target!r}: write FILE.py:NAME or package.module:NAME.")
-    if location.endswith(".py") or os.sep in location:
-        module = _import_file(option, location)
-    else:
-        module = _import_module(option, location)
-    if not hasattr(module, name):
-        raise ConfigError(f"{option} {target!r}: {location} has no attribute {name!r}.")
-    value = getattr(module, name)
-    from agents import Model
-
-    if callable(value) and not isinstance(value, Model):
-        try:
-            value = value()
-        except Exception as error:  # the user's function: report what broke instead of a traceback
-            problem = f"{type(error).__name__}: {error}"
-            raise ConfigError(f"{option} {target!r}: calling {name}() failed: {problem}") from error
-    return value
-
-
-def _import_file(option: str, location: str) -> Any:
-    path = Path(location).resolve()
-    if not path.is_file():
-        raise ConfigError(f"{option}: the file {location} does not exist.")
-    spec = importlib.util.spec_from_file_location(f"_agency_swarm_cli_{path.stem}", path)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"{option}: cannot import {location} as Python.")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # as `import` does: dataclasses and pickling look the module up there
-    try:
-        spec.loader.exec_module(module)
-    except Exception as error:  # the user's file: report what broke instead of a traceback
-        del sys.modules[spec.name]
-        raise ConfigError(f"{option}: importing {location} failed: {type(error).__name__}: {error}") from error
-    return module
-
-
-def _import_module(option: str, location: str) -> Any:
-    try:
-        return importlib.import_module(location)
-    except ImportError as error:
-        raise ConfigError(f"{option}: cannot import module {location!r}: {error}") from error
-
-
 # -- commands ------------------------------------------------------------------------------------------------------
 
 ConfigArgument = Annotated[
@@ -200,7 +151,7 @@ def run_command(
 
 
 def _chat(agency: Agency, *, message: str | None, chat_id: str, agent: str | None) -> int:
-    from .._cli._terminal import TerminalChat, terminal_reader
+    from ._terminal import TerminalChat, terminal_reader
 
     if not os.environ.get("OPENAI_API_KEY"):  # traces could not be exported anyway; the SDK would warn at exit
         import agents
@@ -331,7 +282,7 @@ def demo_command(
     message: Annotated[str, typer.Option("--message", help="What the user asks the CEO.")] = DEFAULT_MESSAGE,
 ) -> None:
     """Stream a CEO -> Developer -> QA agency to the terminal (offline unless OPENAI_API_KEY is set)."""
-    from .._cli._demo import main as demo_main
+    from ._demo import main as demo_main
 
     try:
         code = demo_main(message)

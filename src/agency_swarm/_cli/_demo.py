@@ -12,9 +12,9 @@ import agents
 from agents import Model, function_tool
 
 from .._agency._agency import Agency
-from .._turn._agent import Agent
 from .._base._errors import AgencySwarmError
 from .._base._events import AgentStarted, Event, MessageSent, TextDelta, ToolCalled, ToolOutput
+from .._turn._agent import Agent
 from .._turn._results import RunResult
 from ..testing import ModelCall, ScriptedModel, Step, ToolCall, send_message
 

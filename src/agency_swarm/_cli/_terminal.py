@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO, cast
 
-from .._cli._demo import Printer, _short
 from .._base._errors import ChatPaused
 from .._base._events import AgentStarted, ApprovalRequested, Event, MessageSent, TextDelta, ToolCalled, ToolOutput
+from ._demo import Printer, _short
 
 if TYPE_CHECKING:
     from rich.console import Console

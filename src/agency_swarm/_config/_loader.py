@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._base._errors import ConfigError, ConfigFileError
 
@@ -15,11 +15,10 @@ if TYPE_CHECKING:
     from agents import Model, ModelProvider, Tool
     from pydantic import ValidationError
 
-    from .._agency._agency import Agency
-    from .._turn._agent import Agent
-    from .._config._schema import AgentSpec, ChartSpec, DepartmentSpec, FileSpec, RetrySpec, StoreSpec
     from .._model._retry import RetryPolicy
     from .._threads._store import ThreadStore
+    from .._turn._agent import Agent
+    from ._schema import AgentSpec, ChartSpec, DepartmentSpec, FileSpec, RetrySpec, StoreSpec
 
 SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".json": "json"}
 MAX_FILE_BYTES = 1_000_000
@@ -31,6 +30,7 @@ MAX_LISTED_PROBLEMS = 20
 _CREDENTIAL_KEY = re.compile(r"api[_-]?key|secret|passw|token|credential", re.IGNORECASE)
 
 Loc = tuple[str | int, ...]
+Built = TypeVar("Built")
 
 
 def key_name(loc: Loc) -> str:
@@ -77,7 +77,7 @@ class _Source:
 
 
 def load_agency(
-    cls: type[Agency],
+    cls: Callable[..., Built],
     path: str | os.PathLike[str],
     *,
     toolkits: Mapping[str, Sequence[Tool]] | None = None,
@@ -85,8 +85,11 @@ def load_agency(
     thread_store: ThreadStore | None = None,
     threads_dir: str | os.PathLike[str] | None = None,
     models: Model | Mapping[str, Model] | None = None,
-) -> Agency:
-    """Read, validate and build; the first problem found stops everything before any agent exists."""
+) -> Built:
+    """Read, validate and build; the first problem found stops everything before any agent exists.
+
+    `cls` (the agency class) is called with the chart and the options, as `cls(*entries, communication_flows=...)`.
+    """
     if thread_store is not None and threads_dir is not None:
         raise ConfigError("Pass either thread_store or threads_dir, not both.")
     registry = _check_toolkits(toolkits)
@@ -246,7 +249,7 @@ def _index(source: _Source, root: Any) -> None:
 def _validate(source: _Source, raw: Any) -> FileSpec:
     from pydantic import ValidationError
 
-    from .._config._schema import FileSpec
+    from ._schema import FileSpec
 
     if not isinstance(raw, dict):
         raise source.error(
@@ -326,7 +329,7 @@ def _explain(source: _Source, error: ValidationError) -> ConfigFileError:
 def _problem(item: Any, loc: Loc) -> str:
     import difflib
 
-    from .._config._schema import model_at
+    from ._schema import model_at
 
     kind = item["type"]
     if kind == "extra_forbidden":
@@ -373,7 +376,8 @@ def _build_agent(
     from agents import ModelSettings
     from openai.types.shared import Reasoning
 
-    from .._turn._agent import DEFAULT_MAX_STEPS, Agent
+    from .._turn._agent import Agent
+    from .._turn._definition import DEFAULT_MAX_STEPS
 
     loc: Loc = ("agents", name)
     _check_agent_name(source, name)
@@ -411,7 +415,7 @@ def _retry_policy(spec: RetrySpec | None) -> RetryPolicy | None:
 
 
 def _check_agent_name(source: _Source, name: str) -> None:
-    from .._turn._chart import USER
+    from .._base._names import USER
 
     loc: Loc = ("agents", name)
     if not name.strip():
@@ -657,7 +661,7 @@ def _chart(source: _Source, chart: ChartSpec | None, agents: dict[str, Agent]) -
 
 def _check_reserved_tool_names(source: _Source, agents: dict[str, Agent], flows: list[Any]) -> None:
     """Found here rather than by Agency, so the error has a line and no store has been created yet."""
-    from .._turn._send_message import SEND_MESSAGE
+    from .._base._names import SEND_MESSAGE
 
     for name in dict.fromkeys(sender.name for sender, _ in flows):
         if any(tool.name == SEND_MESSAGE for tool in agents[name].tools):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from .._base._errors import ConfigError
 
 if TYPE_CHECKING:
-    from .._turn._results import UsageTotals
+    from ._usage import UsageTotals
 
 _PER = 1_000_000
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 import aiofiles
 from aiofiles.threadpool.binary import AsyncFileIO
 
-from .._threads._dir_lock import SEVERAL_PROCESSES, DirectoryLock
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, StoreError
-from .._threads._store import DEFAULT_MAX_ITEM_BYTES, Item, Threads
-from .._threads._manager import check_chat_id, finish
+from ._dir_lock import SEVERAL_PROCESSES, DirectoryLock
+from ._manager import check_chat_id, finish
+from ._store import DEFAULT_MAX_ITEM_BYTES, Item, Threads
 
 logger = logging.getLogger(__name__)
 

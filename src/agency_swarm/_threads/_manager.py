@@ -11,7 +11,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager, asyn
 from typing import Any, Protocol, TypeVar
 
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge
-from .._threads._store import (
+from ._store import (
     CallbackThreadStore,
     Item,
     LoadThreadsCallback,

@@ -19,8 +19,8 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from .._base._errors import ConfigError, ItemTooLarge, StoreError
-from .._threads._store import DEFAULT_MAX_ITEM_BYTES, Item, Threads
-from .._threads._manager import check_chat_id
+from ._manager import check_chat_id
+from ._store import DEFAULT_MAX_ITEM_BYTES, Item, Threads
 
 T = TypeVar("T")
 logger = logging.getLogger("agency_swarm")

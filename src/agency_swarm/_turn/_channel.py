@@ -18,7 +18,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Gene
 from typing import Any
 
 from .._base._events import Event
-from .._turn._hooks import HookTable, dispatch
+from ._hooks import HookTable, dispatch
 
 TurnStart = Callable[[], Coroutine[Any, Any, object]]
 """Makes a top-level turn's coroutine: `drive` runs it for a stream, a blocking call just awaits it."""

@@ -5,15 +5,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._base._errors import ChartError
-
-if TYPE_CHECKING:
-    from .._turn._agent import Agent
-
-USER = "user"
-"""The sender name of messages that come from outside the agency."""
+from .._base._names import USER
+from ._agent import Agent
 
 
 @dataclass(kw_only=True)
@@ -90,8 +86,6 @@ def _chain(element: Sequence[Any], where: str) -> list[Agent]:
 
 
 def _agent(value: Any, where: str) -> Agent:
-    from .._turn._agent import Agent
-
     if isinstance(value, Agent):
         _check_name(value.name, where)
         return value

@@ -16,7 +16,7 @@ from .._base._events import (
     ToolCalled,
     ToolOutput,
 )
-from .._turn._send_message import SEND_MESSAGE
+from .._base._names import SEND_MESSAGE
 
 HookTable = dict[str, Callable[[Any], Awaitable[None] | None]]
 

@@ -11,11 +11,11 @@ import asyncio
 import dataclasses
 import inspect
 import json
-from collections.abc import Awaitable, Coroutine, Sequence
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import Any, assert_never
 
 from agents import (
     AgentOutputSchema,
@@ -44,10 +44,6 @@ from agents.models.interface import ModelTracing
 from agents.run_context import AgentHookContext
 from openai.types.responses import ResponseFunctionToolCall
 
-if TYPE_CHECKING:  # _agent imports this module; at run time the loop needs no name from it
-    from .._turn._agent import Agent, Wiring
-
-from .._turn._channel import EmitEvent, HookFailed, TurnStart, channel
 from .._base._errors import (
     ChatPaused,
     ConfigError,
@@ -71,17 +67,10 @@ from .._base._events import (
     text_delta,
 )
 from .._base._items import stored_item
-from .._turn._outputs import HOSTED_ACTIVITY, mcp_approval_responses, refused_tool, unusual_items
-from .._turn._results import Interruption, ResponseStream, RunResult, UsageTotals, requests_of
-from .._model._retry import RetryingModel, StreamCall
-from .._turn._send_message import (
-    SEND_MESSAGE,
-    depth_refusal,
-    failure_output,
-    parse_send_request,
-    reentry_refusal,
-)
+from .._base._names import SEND_MESSAGE
 from .._base._sync import INSIDE, Inside
+from .._model._retry import StreamCall
+from .._model._usage import UsageTotals, requests_of
 from .._threads._manager import (
     APPROVED_RUN,
     AWAITING_APPROVAL,
@@ -97,9 +86,20 @@ from .._threads._manager import (
     unanswered_calls,
     without_call_marks,
 )
-from .._turn._tool_guardrails import GuardrailLog
-from .._turn._tools import named_tripwire, output_item, run_function_tool, unknown_tool_output
-from .._turn._tracing import TurnTrace, close_trace, current, finish, open_trace, started
+from ._channel import EmitEvent, HookFailed, TurnStart, channel
+from ._definition import AgentBase, Wiring
+from ._outputs import HOSTED_ACTIVITY, mcp_approval_responses, refused_tool, unusual_items
+from ._results import Interruption, ResponseStream, RunResult
+from ._send_message import (
+    depth_refusal,
+    failure_output,
+    parse_send_request,
+    reentry_refusal,
+)
+from ._setup import Setup
+from ._tool_guardrails import GuardrailLog
+from ._tools import named_tripwire, output_item, run_function_tool, unknown_tool_output
+from ._tracing import TurnTrace, close_trace, current, finish, open_trace, started
 
 # -- the next step after a model response ------------------------------------------------------------
 
@@ -216,7 +216,7 @@ class _Run:
 
 @dataclass(slots=True, eq=False)
 class _Turn:
-    agent: Agent
+    agent: AgentBase
     wiring: Wiring
     thread: ConversationThread
     caller: str
@@ -234,28 +234,13 @@ class _Turn:
     """The call id of the send_message call that delivered this turn's message (None: not a send)."""
 
 
-@dataclass(slots=True, eq=False)
-class _Setup:
-    """What stays fixed across one agent turn's model calls."""
-
-    model: RetryingModel
-    instructions: str | None
-    tools: list[Tool]
-    function_tools: dict[str, FunctionTool]
-    schema: AgentOutputSchemaBase | None
-    can_send: bool
-    usage_key: tuple[str, str]
-    """(agent, model name): where this turn's usage is counted, and what cost estimates price."""
-    sources: tuple[Any, ...] | None = None
-    """What the setup was built from, when it may serve the agent's next turns too (see `_reused_setup`)."""
-    tool_list: list[Tool] | None = None
 
 
 # -- entry point ---------------------------------------------------------------------------------------
 
 
 async def top_level_turn(
-    agent: Agent,
+    agent: AgentBase,
     wiring: Wiring,
     message: str,
     caller: str,
@@ -282,7 +267,7 @@ async def top_level_turn(
 
 
 def resume_turn(
-    entries: dict[str, tuple[Agent, Wiring]],
+    entries: Mapping[str, tuple[AgentBase, Wiring]],
     manager: ThreadManager,
     *,
     chat_id: str,
@@ -386,8 +371,8 @@ async def _entry_turn(
 
 
 def _unfinished_entry(
-    entries: dict[str, tuple[Agent, Wiring]], manager: ThreadManager, chat_id: str
-) -> tuple[Agent, Wiring]:
+    entries: Mapping[str, tuple[AgentBase, Wiring]], manager: ThreadManager, chat_id: str
+) -> tuple[AgentBase, Wiring]:
     prefix = USER_CALLER + "->"
     unfinished = [
         key[len(prefix):] for key, items in manager.get_threads(chat_id).items()
@@ -407,7 +392,7 @@ def _unfinished_entry(
     return entries[unfinished[0]]
 
 
-async def _settle_unanswered(manager: ThreadManager, agent: Agent, wiring: Wiring, chat_id: str) -> None:
+async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: Wiring, chat_id: str) -> None:
     """Before a new message: calls waiting for approval stop it; calls a crash cut short get "interrupted" outputs."""
     agents = _reachable(agent, wiring)
     depths = _thread_depths(list(manager.get_threads(chat_id)))
@@ -432,7 +417,7 @@ async def _settle_unanswered(manager: ThreadManager, agent: Agent, wiring: Wirin
     await manager.repair_chat(chat_id)
 
 
-def _reachable(agent: Agent, wiring: Wiring) -> dict[str, Agent]:
+def _reachable(agent: AgentBase, wiring: Wiring) -> dict[str, AgentBase]:
     found = {agent.name: agent}
     todo = [wiring]
     while todo:
@@ -532,7 +517,7 @@ async def agent_turn(turn: _Turn, message: str | None, additional_instructions: 
         await emit(AgentFinished(agent=name, caller=caller, depth=depth, chat_id=chat_id, output=step.output))
 
 
-async def _run_tools(turn: _Turn, setup: _Setup, step: RunTools) -> FinalOutput | None:
+async def _run_tools(turn: _Turn, setup: Setup, step: RunTools) -> FinalOutput | None:
     """A response's calls and MCP approvals; a final output when tool_use_behavior says the tools ended the turn.
 
     Calls waiting for approval pause the turn (`turn.paused`): they stay without outputs until resume decides.
@@ -562,7 +547,7 @@ async def _run_tools(turn: _Turn, setup: _Setup, step: RunTools) -> FinalOutput 
     return await _stop_after_tools(turn, state.results)
 
 
-async def _model_step(turn: _Turn, setup: _Setup, model_settings: Any, steps: int) -> NextStep:
+async def _model_step(turn: _Turn, setup: Setup, model_settings: Any, steps: int) -> NextStep:
     """One model call (unless the agent made `max_steps` already): its usage counted, its output items stored, and
     what they ask for next."""
     agent = turn.agent
@@ -671,7 +656,7 @@ def _last_user_message(thread: ConversationThread) -> str:
     return ""
 
 
-async def _resumed_step(turn: _Turn, setup: _Setup) -> NextStep:
+async def _resumed_step(turn: _Turn, setup: Setup) -> NextStep:
     """Where a stored, unfinished turn goes on: its sends still open and its calls waiting for approval, else a new
     model call. A function call cut short (a crash while it ran) is never run again: it gets the "interrupted"
     output, so no tool runs twice for one call id."""
@@ -694,7 +679,7 @@ async def _resumed_step(turn: _Turn, setup: _Setup) -> NextStep:
     return RunTools(calls) if calls else RUN_AGAIN
 
 
-async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
+async def _prepare(turn: _Turn, additional_instructions: str | None) -> Setup:
     agent, wiring = turn.agent, turn.wiring
     instructions = agent.instructions
     if not isinstance(instructions, str) and instructions is not None:
@@ -712,7 +697,7 @@ async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
         tools.append(wiring.send_tool)
     model = wiring.resolve_model(agent)
     system_prompt = _system_prompt(agent, wiring, instructions, additional_instructions)
-    setup = _Setup(
+    setup = Setup(
         model=model,
         instructions=system_prompt,
         tools=tools,
@@ -732,7 +717,7 @@ async def _prepare(turn: _Turn, additional_instructions: str | None) -> _Setup:
     return setup
 
 
-def _setup_sources(agent: Agent, wiring: Wiring) -> tuple[Any, ...]:
+def _setup_sources(agent: AgentBase, wiring: Wiring) -> tuple[Any, ...]:
     """Everything a setup (and the agent's wrapped model) is built from, compared by identity in `_reused_setup`."""
     return (
         agent.name, agent.instructions, agent.output_type, agent.model, agent.retry, agent.timeout,
@@ -740,7 +725,7 @@ def _setup_sources(agent: Agent, wiring: Wiring) -> tuple[Any, ...]:
     )
 
 
-def _reused_setup(turn: _Turn, additional_instructions: str | None) -> _Setup | None:
+def _reused_setup(turn: _Turn, additional_instructions: str | None) -> Setup | None:
     """The agent's last setup when nothing it was built from has changed: no per-turn rebuild (~1 µs)."""
     agent, wiring = turn.agent, turn.wiring
     setup = wiring.setups.get(agent)
@@ -761,7 +746,7 @@ def _reused_setup(turn: _Turn, additional_instructions: str | None) -> _Setup | 
     return setup
 
 
-def _system_prompt(agent: Agent, wiring: Wiring, own: str | None, additional: str | None) -> str | None:
+def _system_prompt(agent: AgentBase, wiring: Wiring, own: str | None, additional: str | None) -> str | None:
     """Shared, own and additional instructions, in that order; placeholders ({{date}}...) expand per turn."""
     shared = wiring.shared_instructions
     if shared or additional:
@@ -789,7 +774,7 @@ async def _enabled(tool: Tool, turn: _Turn) -> bool:
     return bool(result)
 
 
-def _output_schema(agent: Agent) -> AgentOutputSchemaBase | None:
+def _output_schema(agent: AgentBase) -> AgentOutputSchemaBase | None:
     output_type = agent.output_type
     if output_type is None or output_type is str:
         return None
@@ -806,7 +791,7 @@ def _output_schema(agent: Agent) -> AgentOutputSchemaBase | None:
 # -- calling the model ---------------------------------------------------------------------------------
 
 
-def _plain_call(turn: _Turn, setup: _Setup, settings: Any, model: Model) -> Awaitable[ModelResponse]:
+def _plain_call(turn: _Turn, setup: Setup, settings: Any, model: Model) -> Awaitable[ModelResponse]:
     """`model`'s response, with no hook, prompt or span involved (and no coroutine of its own)."""
     thread = turn.thread
     history: Any = (
@@ -820,7 +805,7 @@ def _plain_call(turn: _Turn, setup: _Setup, settings: Any, model: Model) -> Awai
 
 
 async def _after_failure(
-    turn: _Turn, setup: _Setup, settings: Any, direct: Model | None, error: Exception
+    turn: _Turn, setup: Setup, settings: Any, direct: Model | None, error: Exception
 ) -> ModelResponse:
     """A failed model call: retried by the agent's policy if the loop called the model directly; a ModelError
     gets the chat id and depth (the retry wrapper knows only the agent)."""
@@ -833,7 +818,7 @@ async def _after_failure(
         raise
 
 
-def _call_model(turn: _Turn, setup: _Setup, settings: Any) -> Awaitable[ModelResponse]:
+def _call_model(turn: _Turn, setup: Setup, settings: Any) -> Awaitable[ModelResponse]:
     """The model's response through the retry wrapper, with hooks, prompt and span when the agent has them."""
     agent = turn.agent
     if agent.hooks is not None or agent.prompt is not None or turn.span is not None:
@@ -841,7 +826,7 @@ def _call_model(turn: _Turn, setup: _Setup, settings: Any) -> Awaitable[ModelRes
     return _plain_call(turn, setup, settings, setup.model)
 
 
-async def _call_model_fully(turn: _Turn, setup: _Setup, settings: Any) -> ModelResponse:
+async def _call_model_fully(turn: _Turn, setup: Setup, settings: Any) -> ModelResponse:
     """With the agent's on_llm_start/on_llm_end hooks, its prompt, and its span made current."""
     agent = turn.agent
     history: Any = _history(turn)  # plain dicts in Responses-API input shape
@@ -913,7 +898,7 @@ def _splits(before: dict[str, Any], first: dict[str, Any]) -> bool:
     )
 
 
-async def _stream_model(turn: _Turn, setup: _Setup, settings: Any) -> tuple[Sequence[Any], Any]:
+async def _stream_model(turn: _Turn, setup: Setup, settings: Any) -> tuple[Sequence[Any], Any]:
     agent, run, emit = turn.agent, turn.run, turn.emit
     name, caller, depth, chat_id = agent.name, turn.caller, turn.depth, run.chat_id
     history: Any = _history(turn)
@@ -979,7 +964,7 @@ async def _prompt(turn: _Turn) -> Any:
     return await turn.agent.get_prompt(turn.run.context())
 
 
-def _classify(setup: _Setup, call: ResponseFunctionToolCall, *, resume: bool = False) -> ToolCallStep:
+def _classify(setup: Setup, call: ResponseFunctionToolCall, *, resume: bool = False) -> ToolCallStep:
     if call.name == SEND_MESSAGE and setup.can_send:
         return SendMessage(call, resume)
     tool = setup.function_tools.get(call.name)
@@ -989,7 +974,7 @@ def _classify(setup: _Setup, call: ResponseFunctionToolCall, *, resume: bool = F
 _USUAL = frozenset({"message", "function_call"})
 
 
-def _next_step(turn: _Turn, setup: _Setup, output: Sequence[Any]) -> NextStep:
+def _next_step(turn: _Turn, setup: Setup, output: Sequence[Any]) -> NextStep:
     """As `Runner` decides: calls to run; else the last message's text (a refusal raises); a response of hosted tool
     calls only runs the model again."""
     if len(output) == 1:  # the common cases: one call, or one plain-text answer
@@ -1025,7 +1010,7 @@ def _next_step(turn: _Turn, setup: _Setup, output: Sequence[Any]) -> NextStep:
     return _final_text_output(turn, setup, ItemHelpers.extract_text(last_message) or "")
 
 
-def _final_text_output(turn: _Turn, setup: _Setup, text: str) -> NextStep:
+def _final_text_output(turn: _Turn, setup: Setup, text: str) -> NextStep:
     if setup.schema is None:
         return FinalOutput(text)
     if not text:
@@ -1084,7 +1069,7 @@ async def _decided_by(turn: _Turn, behavior: Any, results: list[ToolResult]) -> 
     return FinalOutput(decided.final_output) if decided.is_final_output else None
 
 
-async def _answer_mcp_approvals(turn: _Turn, setup: _Setup, requests: Sequence[Any]) -> None:
+async def _answer_mcp_approvals(turn: _Turn, setup: Setup, requests: Sequence[Any]) -> None:
     """Each hosted MCP approval request answered by its server's callback; the answers join the thread."""
     responses = await mcp_approval_responses(requests, setup.tools, turn.run.context())
     stored = turn.thread.add(responses)
@@ -1189,7 +1174,7 @@ async def _emit_outputs(turn: _Turn, state: _Calls) -> None:
 
 async def _run_call(
     turn: _Turn,
-    setup: _Setup,
+    setup: Setup,
     step: ToolCallStep,
     outputs: list[Any],
     index: int,
@@ -1379,7 +1364,7 @@ class _Failed:
 _DONE: Any = object()
 
 
-async def _run_parallel(turn: _Turn, setup: _Setup, state: _Calls) -> None:
+async def _run_parallel(turn: _Turn, setup: Setup, state: _Calls) -> None:
     """Several calls at once, each in a task; their events reach this task's channel in the order they happen."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
 

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 from agents import FunctionTool
 from agents.tool_context import ToolContext
 
-if TYPE_CHECKING:
-    from .._turn._agent import Agent
+from .._base._names import SEND_MESSAGE
 
-SEND_MESSAGE = "send_message"
+if TYPE_CHECKING:
+    from ._definition import AgentBase
 
 
 @dataclass(kw_only=True, slots=True)
@@ -23,7 +23,7 @@ class SendRequest:
     additional_instructions: str | None
 
 
-def build_send_message_tool(recipients: Sequence[Agent]) -> FunctionTool:
+def build_send_message_tool(recipients: Sequence[AgentBase]) -> FunctionTool:
     """One strict FunctionTool whose `recipient_agent` enum lists exactly the allowed recipients."""
     names = [agent.name for agent in recipients]
     listing = "\n".join(f"- {agent.name}: {agent.description or 'no description'}" for agent in recipients)

@@ -25,12 +25,12 @@ from openai.types.responses import ResponseFunctionToolCall
 from pydantic import ValidationError
 
 from .._base import _sdk
-from .._turn._direct_call import call_function, direct_call, parsed_arguments, replaying, takes_tool_context
 from .._base._sdk import ToolRun
-from .._turn._tool_guardrails import check_tool_input, check_tool_output
+from ._direct_call import call_function, direct_call, parsed_arguments, replaying, takes_tool_context
+from ._tool_guardrails import check_tool_input, check_tool_output
 
 if TYPE_CHECKING:
-    from .._turn._agent import Agent, Wiring
+    from ._definition import AgentBase, Wiring
 
 logger = logging.getLogger("agency_swarm")
 
@@ -157,7 +157,7 @@ def unknown_tool_output(name: str, available: list[str]) -> str:
 
 
 async def run_function_tool(
-    agent: Agent,
+    agent: AgentBase,
     tool: FunctionTool,
     call: ResponseFunctionToolCall,
     run: ToolRun,
@@ -196,7 +196,7 @@ async def run_function_tool(
 
 
 async def _guarded(
-    agent: Agent, tool: FunctionTool, call: ResponseFunctionToolCall, context: ToolContext[Any], run: ToolRun
+    agent: AgentBase, tool: FunctionTool, call: ResponseFunctionToolCall, context: ToolContext[Any], run: ToolRun
 ) -> Any:
     """A tool with guardrails, in `Runner`'s order: input guardrails (a rejection means the tool never runs and no
     hook sees it), on_tool_start, the SDK's own invocation, output guardrails, then on_tool_end with what the model

@@ -20,7 +20,7 @@ from agents.tracing.scope import Scope
 from agents.tracing.traces import NoOpTrace
 
 from .._base import _sdk
-from .._turn._channel import ReaderLeft
+from ._channel import ReaderLeft
 
 
 @dataclass(slots=True)

@@ -39,11 +39,10 @@ from .._base._errors import (
     StoreError,
 )
 from .._base._events import Event
-from .._turn._results import ResponseStream, RunResult
+from .._threads._manager import check_chat_id
 from .._threads._sql_store import POSTGRES_SCHEMES, SQLITE_SCHEMES, SQLThreadStore, redact_url
 from .._threads._store import MemoryThreadStore, ThreadStore
-from .._threads._manager import check_chat_id
-
+from .._turn._results import ResponseStream, RunResult
 
 logger = logging.getLogger("agency_swarm.serving")
 
@@ -886,7 +885,7 @@ class ServeSettings:
         config, models, toolkits = str(self.config), self.models, self.toolkits
 
         def from_config(store: ThreadStore) -> Agency:
-            from .._cli._commands import load_python_object  # the same FILE.py:NAME rules as `agency-swarm run`
+            from .._config._python_object import load_python_object  # the same FILE.py:NAME rules as `agency-swarm run`
 
             return Agency.from_config(
                 config, thread_store=store,
