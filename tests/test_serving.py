@@ -27,8 +27,8 @@ from agency_swarm import (
     ThreadStore,
     function_tool,
 )
-from agency_swarm.serving import ServeSettings, app_from_env, create_app
-from agency_swarm.serving import _app as serving
+from agency_swarm.serving import ServeSettings, _sse, app_from_env, create_app
+from agency_swarm.serving import _serve as serving
 from agency_swarm.testing import Fail, ScriptedModel, ToolCall
 from serving_app import build_agency, ceo_answer, ceo_script, developer_script
 
@@ -659,7 +659,7 @@ async def test_a_client_that_leaves_cancels_the_turn_and_what_was_stored_stays(t
 
 
 async def test_a_silent_stream_sends_keep_alive_comments(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(serving, "SSE_KEEPALIVE_SECONDS", 0.01)
+    monkeypatch.setattr(_sse, "SSE_KEEPALIVE_SECONDS", 0.01)
     developer = Blocking(developer_script)
     app = create_app(blocking_agency(developer), store=MemoryThreadStore())
     async with (

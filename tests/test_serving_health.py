@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from agency_swarm import MemoryThreadStore, SQLThreadStore, ThreadStore
-from agency_swarm.serving import _app as serving
+from agency_swarm.serving import _health as serving
 from agency_swarm.serving import create_app
-from agency_swarm.serving._app import HEALTH_PROBE_CHAT
+from agency_swarm.serving._health import HEALTH_PROBE_CHAT
 from postgres_support import require_postgres
 from serving_app import build_agency
 

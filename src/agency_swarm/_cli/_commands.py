@@ -240,7 +240,7 @@ def serve_command(
     toolkits: ToolkitsOption = None,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
-    from ..serving._app import ServeSettings, serve
+    from ..serving._serve import ServeSettings, serve
 
     settings = ServeSettings(
         config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,

@@ -17,21 +17,10 @@ Endpoints (all JSON unless said; every error is `{"error": {"type", "message", .
 `GET /healthz`, `GET /openapi.json`. docs/design/serving.md says why it works the way it does.
 """
 
-from ._app import (
-    DEFAULT_MAX_BODY_BYTES,
-    AgencyFactory,
-    ErrorResponse,
-    MessageRequest,
-    ResumeRequest,
-    RunResultResponse,
-    ServeSettings,
-    StoreHealth,
-    ThreadsResponse,
-    app_from_env,
-    create_app,
-    open_store,
-    serve,
-)
+from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store
+from ._bodies import ErrorResponse, MessageRequest, ResumeRequest, RunResultResponse, ThreadsResponse
+from ._health import StoreHealth
+from ._serve import ServeSettings, app_from_env, serve
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

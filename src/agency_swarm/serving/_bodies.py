@@ -1,0 +1,166 @@
+"""The JSON bodies the API takes and returns, and the status and error body each failure maps to."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._base._errors import (
+    ChatPaused,
+    ConfigError,
+    InvalidChatId,
+    NothingToResume,
+    RunError,
+    StoreError,
+)
+from .._turn._results import RunResult
+from ._text import JSONBody
+
+logger = logging.getLogger("agency_swarm.serving")
+
+
+# -- request and response bodies ------------------------------------------------------------------------
+
+
+class MessageRequest(BaseModel):
+    """A user message for one of the agency's entry points."""
+
+    model_config = ConfigDict(extra="forbid")
+    message: str = Field(description="What the user says.")
+    recipient_agent: str | None = Field(
+        default=None, description="An entry point of the agency by name; default: the first entry point."
+    )
+
+
+class ResumeRequest(BaseModel):
+    """Decisions on tool calls waiting for approval; both lists may be empty (e.g. to resume after a crash)."""
+
+    model_config = ConfigDict(extra="forbid")
+    approve: list[str] = Field(default_factory=list, description="Call ids to run.")
+    reject: list[str] = Field(default_factory=list, description="Call ids to refuse; the model reads the refusal.")
+
+
+class UsageResponse(BaseModel):
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+    cached_tokens: int
+    reasoning_tokens: int
+
+
+class InterruptionResponse(BaseModel):
+    """A tool call waiting for approval."""
+
+    agent: str
+    caller: str
+    depth: int
+    chat_id: str
+    call_id: str
+    tool: str
+    arguments: str
+
+
+class RunResultResponse(BaseModel):
+    """One top-level turn's result (the SSE `done` event carries the same object as `result`)."""
+
+    chat_id: str
+    agent: str = Field(description="The entry agent that answered.")
+    final_output: Any = Field(description="The entry agent's final output; null while the turn is paused.")
+    new_items: list[dict[str, Any]] = Field(description="Items this turn added to the user's thread with `agent`.")
+    usage: UsageResponse
+    usage_by_agent: dict[str, UsageResponse]
+    paused: bool = Field(description="The turn waits for approvals: see `interruptions`, then POST .../resume.")
+    interruptions: list[InterruptionResponse]
+
+
+class ThreadsResponse(BaseModel):
+    chat_id: str
+    threads: dict[str, list[dict[str, Any]]] = Field(
+        description='Stored items per thread key ("user->CEO", "CEO->Developer"); {} for an unknown chat.'
+    )
+
+
+class ErrorDetail(BaseModel):
+    type: str = Field(description="Machine-readable kind, e.g. invalid_chat_id, chat_paused, unauthorized.")
+    message: str
+    details: list[dict[str, Any]] | None = Field(default=None, description="Which fields of the body are wrong.")
+    interruptions: list[InterruptionResponse] | None = Field(default=None, description="With chat_paused.")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+
+
+# -- results and errors as JSON ----------------------------------------------------------------------------
+
+
+def _usage(usage: Any) -> UsageResponse:
+    return UsageResponse(
+        requests=usage.requests, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens, cached_tokens=usage.input_tokens_details.cached_tokens or 0,
+        reasoning_tokens=usage.output_tokens_details.reasoning_tokens or 0,
+    )
+
+
+def _interruptions(items: Iterable[Any]) -> list[InterruptionResponse]:
+    return [
+        InterruptionResponse(
+            agent=item.agent, caller=item.caller, depth=item.depth, chat_id=item.chat_id, call_id=item.call_id,
+            tool=item.tool, arguments=item.arguments,
+        )
+        for item in items
+    ]
+
+
+def result_response(result: RunResult) -> RunResultResponse:
+    """A RunResult as the JSON body the API returns."""
+    return RunResultResponse(
+        chat_id=result.chat_id, agent=result.agent, final_output=jsonable_encoder(result.final_output),
+        new_items=result.new_items, usage=_usage(result.usage),
+        usage_by_agent={name: _usage(usage) for name, usage in result.usage_by_agent.items()},
+        paused=result.paused, interruptions=_interruptions(result.interruptions),
+    )
+
+
+def error_response(
+    status: int, kind: str, message: str, headers: Mapping[str, str] | None = None, **extra: Any
+) -> JSONResponse:
+    detail = ErrorDetail(type=kind, message=message, **extra)
+    sent = dict(headers or {})
+    if status == 401:
+        sent["www-authenticate"] = "Bearer"
+    return JSONBody({"error": detail.model_dump(mode="json", exclude_none=True)}, status_code=status, headers=sent)
+
+
+def error_status(exc: BaseException) -> tuple[int, ErrorDetail]:
+    """The HTTP status and body for an exception a turn raised; the message never holds a stack trace."""
+    if isinstance(exc, InvalidChatId):
+        return 400, ErrorDetail(type="invalid_chat_id", message=str(exc))
+    if isinstance(exc, ChatPaused):
+        return 409, ErrorDetail(type="chat_paused", message=str(exc), interruptions=_interruptions(exc.interruptions))
+    if isinstance(exc, NothingToResume):
+        return 409, ErrorDetail(type="nothing_to_resume", message=str(exc))
+    if isinstance(exc, ConfigError):
+        return 400, ErrorDetail(type="bad_request", message=str(exc))
+    if isinstance(exc, StoreError):  # its message names the database: the log gets it, the client does not
+        return 503, ErrorDetail(type="store_unavailable", message="The thread store is unavailable; try again.")
+    if isinstance(exc, RunError):
+        return 500, ErrorDetail(type="run_failed", message=str(exc))
+    return 500, ErrorDetail(type="internal_error", message="The turn failed inside the server; see its log.")
+
+
+def failure_response(exc: Exception, chat_id: str) -> JSONResponse:
+    status, detail = error_status(exc)
+    if status >= 500:
+        logger.error("Chat %r: %s", chat_id, detail.type, exc_info=exc)
+    return JSONBody({"error": detail.model_dump(mode="json", exclude_none=True)}, status_code=status)

@@ -1,0 +1,60 @@
+"""Store health for /healthz: one cheap read, shared by concurrent requests and cached for a second."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from .._threads._store import ThreadStore
+
+logger = logging.getLogger("agency_swarm.serving")
+
+HEALTH_CACHE_SECONDS = 1.0
+"""/healthz reuses the store check's answer this long: a load balancer polling often costs one query a second."""
+HEALTH_TIMEOUT_SECONDS = 2.0
+"""A store check that has not answered by then is a failure (so /healthz answers before a balancer gives up)."""
+HEALTH_PROBE_CHAT = "agency_swarm.healthz"
+"""/healthz loads this chat id, which no one uses: an indexed read of nothing on SQL stores, a file lookup on files."""
+
+
+class StoreHealth:
+    """Whether the app's store answers, as /healthz says: one cheap read (`load` of HEALTH_PROBE_CHAT), shared by
+    concurrent requests and reused for HEALTH_CACHE_SECONDS after it came, so polling stays cheap.
+
+    `clock` (seconds, monotonic) is there for tests. The problem it reports names the failure's kind, never the
+    store's address; the log gets a line when the store goes down or comes back, not one per poll.
+    """
+
+    def __init__(self, store: ThreadStore, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.clock = clock
+        self._checked_at: float | None = None
+        self._problem: str | None = None
+        self._check: asyncio.Task[str | None] | None = None
+
+    async def problem(self) -> str | None:
+        """None when the store answered; otherwise what is wrong, fit for the client."""
+        if self._checked_at is not None and self.clock() - self._checked_at < HEALTH_CACHE_SECONDS:
+            return self._problem
+        if self._check is None or self._check.done():
+            self._check = asyncio.create_task(self._run())
+        return await asyncio.shield(self._check)  # a client that leaves does not cancel the others' check
+
+    async def _run(self) -> str | None:
+        problem: str | None = None
+        try:
+            await asyncio.wait_for(self.store.load(HEALTH_PROBE_CHAT), HEALTH_TIMEOUT_SECONDS)
+        except TimeoutError:
+            problem = f"The thread store did not answer within {HEALTH_TIMEOUT_SECONDS:g} s."
+        except Exception as exc:
+            cause = exc if exc.__cause__ is None else exc.__cause__
+            problem = f"The thread store is unavailable ({type(cause).__name__})."
+        if problem != self._problem or self._checked_at is None:
+            if problem is None:
+                logger.info("Health check: the thread store answers.")
+            else:  # its type only: a driver's message may name the host, the user or the database
+                logger.warning("Health check: %s", problem)
+        self._checked_at, self._problem = self.clock(), problem
+        return problem

@@ -1,0 +1,101 @@
+"""What the OpenAPI document says about the chat routes beyond their models: errors, links and the SSE events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Depends
+from fastapi.security import HTTPBearer
+
+from ._bodies import ErrorResponse
+from ._sse import EventStreamResponse
+
+
+def _when_type(kind: str, field: str, schema: str) -> dict[str, Any]:
+    return {
+        "if": {"properties": {"type": {"const": kind}}, "required": ["type"]},
+        "then": {"required": [field], "properties": {field: {"$ref": f"#/components/schemas/{schema}"}}},
+    }
+
+
+_SSE_EVENT_SCHEMA: dict[str, Any] = {
+    "description": "One event (OpenAPI 3.1 has no itemSchema: as in 3.2's, this schema describes each event).",
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"type": "string", "description": "The event's type, the same as its data's `type`."},
+        "data": {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {
+                "type": "object",
+                "required": ["type"],
+                "properties": {"type": {"type": "string"}},
+                "allOf": [
+                    _when_type("done", "result", "RunResultResponse"), _when_type("error", "error", "ErrorDetail")
+                ],
+            },
+        },
+    },
+}
+_SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": (
+            "Server-Sent Events, one per turn event in order: `event: <type>` and `data: <JSON of the event>` "
+            "(type, agent, caller, depth, chat_id and the type's fields). The last event is `done` (data: "
+            '{"type": "done", "result": RunResultResponse}) or `error` (data: {"type": "error", "error": '
+            "ErrorDetail}). Comment lines (`: keep-alive`) may come between events."
+        ),
+        "content": {"text/event-stream": {"schema": _SSE_EVENT_SCHEMA}},
+    }
+}
+
+
+_ERROR_DOCS = {
+    400: "invalid_chat_id, or bad_request: a recipient that is not an entry point, resume decisions for calls that "
+    "do not wait, a Content-Length that is not a number",
+    401: "unauthorized: missing or wrong bearer token",
+    409: "chat_paused: the chat waits for approvals (see interruptions); nothing_to_resume: its last turn finished",
+    413: "request_too_large: the body is over the server's limit",
+    422: "invalid_request: the body is not JSON of the expected shape, or its text is not valid UTF-8 (bytes that "
+    "are not, or a lone surrogate escape like \\ud800)",
+    500: "run_failed: the turn failed (max steps, model error...); internal_error: the server failed",
+    503: "store_unavailable: the thread store cannot be reached",
+}
+
+
+def _error_docs(*statuses: int, protected: bool, sse: bool = False) -> dict[int | str, dict[str, Any]]:
+    shown = [status for status in statuses if protected or status != 401]
+    if sse:  # a `model` would be documented as the route's media type, text/event-stream: errors are JSON
+        json_error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
+        return {status: {"description": _ERROR_DOCS[status], "content": json_error} for status in shown}
+    return {status: {"model": ErrorResponse, "description": _ERROR_DOCS[status]} for status in shown}
+
+
+_CHAT_OPERATIONS = ("post_message", "stream_message", "resume", "resume_stream", "get_threads", "delete_chat")
+
+
+def _chat_links(approve: str | None = None) -> dict[str, Any]:
+    """OpenAPI links from a response about a chat to what may follow on that chat (clients and fuzzers follow them);
+    `approve`: where the response holds the call id of a tool call waiting for approval."""
+    chat = {"chat_id": "$request.path.chat_id"}
+    links: dict[str, Any] = {name: {"operationId": name, "parameters": chat} for name in _CHAT_OPERATIONS}
+    if approve is not None:
+        body = {"approve": [approve]}
+        links["approve_waiting_call"] = {"operationId": "resume", "parameters": chat, "requestBody": body}
+    return links
+
+
+def route_docs(*statuses: int, protected: bool, result: str | None = None, sse: bool = False) -> dict[str, Any]:
+    """The keyword arguments of a chat route: tags, the documented bearer scheme, its responses with their links."""
+    responses = _error_docs(*statuses, protected=protected, sse=sse)
+    ok: dict[str, Any] = dict(_SSE_DOC[200]) if sse else {}
+    ok["links"] = _chat_links(None if result is None else f"$response.body#{result}/interruptions/0/call_id")
+    responses[200] = ok
+    if 409 in responses:  # chat_paused lists the calls waiting for approval
+        responses[409] = {**responses[409], "links": _chat_links("$response.body#/error/interruptions/0/call_id")}
+    bearer = [Depends(HTTPBearer(auto_error=False))] if protected else []  # documents the scheme; RequestGuard checks
+    docs: dict[str, Any] = {"tags": ["chats"], "dependencies": bearer, "responses": responses}
+    if sse:
+        docs.update(status_code=200, response_class=EventStreamResponse)
+    return docs

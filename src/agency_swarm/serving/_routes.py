@@ -1,0 +1,158 @@
+"""The HTTP routes: /healthz, and the chat routes that run, resume, read and delete chats."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Body, FastAPI, Path, Response
+
+from .._agency._agency import Agency
+from .._base._errors import ConfigError
+from .._threads._manager import check_chat_id
+from .._threads._store import ThreadStore
+from ._bodies import (
+    ErrorResponse,
+    HealthResponse,
+    MessageRequest,
+    ResumeRequest,
+    RunResultResponse,
+    ThreadsResponse,
+    error_response,
+    failure_response,
+    result_response,
+)
+from ._health import StoreHealth
+from ._openapi import route_docs
+from ._sse import event_stream
+from ._text import model_response
+
+ChatId = Annotated[
+    str,
+    Path(
+        description=(
+            "Names the chat: 1 to 200 printable characters (at most 255 UTF-8 bytes), no '/' or '\\', not '.' or "
+            "'..'; any other id is 400 invalid_chat_id. A chat exists once something is stored in it."
+        ),
+        json_schema_extra={"maxLength": 200},
+    ),
+]
+
+
+def _entry_point(agency: Agency, name: str | None) -> str | None:
+    if name is None:
+        return None
+    entries = [agent.name for agent in agency.entry_points]
+    if name not in entries:
+        raise ConfigError(
+            f"recipient_agent {name!r} is not an entry point of this agency; the user may address: "
+            f"{', '.join(entries)}."
+        )
+    return name
+
+
+def add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: bool) -> None:
+    health_errors: dict[int | str, dict[str, Any]] = {
+        503: {"model": ErrorResponse, "description": "store_unavailable: the thread store does not answer"}
+    }
+
+    @app.get(
+        "/healthz", response_model=HealthResponse, tags=["server"], responses=health_errors, operation_id="healthz"
+    )
+    async def healthz() -> Response:
+        """The worker answers and so does its thread store (checked at most once a second). No authentication."""
+        problem = await health.problem()
+        if problem is not None:
+            return error_response(503, "store_unavailable", problem)
+        return model_response(HealthResponse(status="ok"))
+
+    _add_message_routes(app, agency, protected=protected)
+    _add_resume_routes(app, agency, protected=protected)
+    _add_chat_routes(app, agency, health.store, protected=protected)
+
+
+def _add_message_routes(app: FastAPI, agency: Agency, *, protected: bool) -> None:
+    turn = (400, 401, 409, 413, 422, 500, 503)
+
+    @app.post(
+        "/chats/{chat_id}/messages", response_model=RunResultResponse, operation_id="post_message",
+        **route_docs(*turn, protected=protected, result=""),
+    )
+    async def post_message(chat_id: ChatId, request: MessageRequest) -> Any:
+        """Run one turn and return its result once it is complete."""
+        try:
+            recipient = _entry_point(agency, request.recipient_agent)
+            result = await agency.get_response(request.message, recipient, chat_id=chat_id)
+            return model_response(result_response(result))
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+
+    @app.post(
+        "/chats/{chat_id}/messages:stream", operation_id="stream_message",
+        **route_docs(*turn, protected=protected, sse=True),
+    )
+    async def stream_message(chat_id: ChatId, request: MessageRequest) -> Response:
+        """Run one turn, streaming every event of every agent as it happens; leaving cancels the turn."""
+        try:
+            recipient = _entry_point(agency, request.recipient_agent)
+            stream = agency.get_response_stream(request.message, recipient, chat_id=chat_id)
+            return await event_stream(stream, chat_id)
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+
+
+def _add_resume_routes(app: FastAPI, agency: Agency, *, protected: bool) -> None:
+    turn = (400, 401, 409, 413, 422, 500, 503)
+
+    @app.post(
+        "/chats/{chat_id}/resume", response_model=RunResultResponse, operation_id="resume",
+        **route_docs(*turn, protected=protected, result=""),
+    )
+    async def resume(chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None) -> Any:
+        """Continue the chat's unfinished turn: after a pause for approvals, or after a worker died mid-turn."""
+        decisions = request or ResumeRequest()
+        try:
+            result = await agency.resume(chat_id, approve=decisions.approve, reject=decisions.reject)
+            return model_response(result_response(result))
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+
+    @app.post(
+        "/chats/{chat_id}/resume:stream", operation_id="resume_stream",
+        **route_docs(*turn, protected=protected, sse=True),
+    )
+    async def resume_stream(chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None) -> Response:
+        """`resume` as Server-Sent Events, like messages:stream."""
+        decisions = request or ResumeRequest()
+        try:
+            stream = agency.resume_stream(chat_id, approve=decisions.approve, reject=decisions.reject)
+            return await event_stream(stream, chat_id)
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+
+
+def _add_chat_routes(app: FastAPI, agency: Agency, store: ThreadStore, *, protected: bool) -> None:
+    read = (400, 401, 422, 500, 503)
+
+    @app.get(
+        "/chats/{chat_id}/threads", response_model=ThreadsResponse, operation_id="get_threads",
+        **route_docs(*read, protected=protected),
+    )
+    async def get_threads(chat_id: ChatId) -> Any:
+        """What the store holds for the chat now (a running turn's items included, as they are stored)."""
+        try:
+            threads = await store.load(check_chat_id(chat_id))
+            return model_response(ThreadsResponse(chat_id=chat_id, threads=threads))
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+
+    docs = route_docs(*read, protected=protected)
+    docs["responses"][204] = docs["responses"].pop(200)
+
+    @app.delete("/chats/{chat_id}", status_code=204, response_class=Response, operation_id="delete_chat", **docs)
+    async def delete_chat(chat_id: ChatId) -> Response:
+        """Forget the chat, after any turn of it that is running (on any worker) has finished."""
+        try:
+            await agency.thread_manager.delete_chat(chat_id)
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+        return Response(status_code=204)

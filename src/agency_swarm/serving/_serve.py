@@ -1,0 +1,185 @@
+"""Running the app: settings shared with uvicorn's worker processes through the environment, and `serve`."""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path as FilePath
+from typing import Any
+
+from fastapi import FastAPI
+
+from .._agency._agency import Agency
+from .._base._errors import ConfigError
+from .._threads._sql_store import POSTGRES_SCHEMES, SQLITE_SCHEMES, redact_url
+from .._threads._store import MemoryThreadStore, ThreadStore
+from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app
+
+logger = logging.getLogger("agency_swarm.serving")
+
+ENV_FACTORY = "AGENCY_SWARM_SERVE_FACTORY"
+ENV_CONFIG = "AGENCY_SWARM_SERVE_CONFIG"
+ENV_STORE = "AGENCY_SWARM_SERVE_STORE"
+ENV_AUTH_TOKEN_ENV = "AGENCY_SWARM_SERVE_AUTH_TOKEN_ENV"
+ENV_MAX_BODY_BYTES = "AGENCY_SWARM_SERVE_MAX_BODY_BYTES"
+ENV_MODELS = "AGENCY_SWARM_SERVE_MODELS"
+ENV_TOOLKITS = "AGENCY_SWARM_SERVE_TOOLKITS"
+_FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
+@dataclass(kw_only=True)
+class ServeSettings:
+    """What `agency-swarm serve` passes to each worker process (through environment variables)."""
+
+    config: str | None = None
+    """An agency file (YAML/JSON) for `Agency.from_config`."""
+    factory: str | None = None
+    """Or `module:function`, a function store -> Agency importable in the workers."""
+    store: str = "memory"
+    auth_token_env: str | None = None
+    """The NAME of the environment variable holding the bearer token (the token itself never goes on a command
+    line, where other users of the machine could read it)."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    models: str | None = None
+    """With `config`: `FILE.py:NAME` or `module:NAME` giving the agents' models (as `agency-swarm run --models`)."""
+    toolkits: str | None = None
+    """With `config`: `FILE.py:NAME` or `module:NAME` giving the toolkits the file names (as `--toolkits`)."""
+
+    def check(self) -> None:
+        if (self.config is None) == (self.factory is None):
+            raise ConfigError("Serve either an agency file (agency.yaml) or --factory module:function, not both.")
+        if self.factory is not None and (self.models is not None or self.toolkits is not None):
+            raise ConfigError("--models and --toolkits go with an agency file; a --factory builds its own agents.")
+        scheme = self.store.partition("://")[0].lower()
+        if self.store != "memory" and ("://" not in self.store or scheme not in SQLITE_SCHEMES + POSTGRES_SCHEMES):
+            raise ConfigError(
+                f"--store {redact_url(self.store)!r} is not a store: use postgresql://user@host:5432/db, "
+                "sqlite:///chats.db or memory."
+            )
+        if self.factory is not None and not _FACTORY_PATH.fullmatch(self.factory):
+            raise ConfigError(f"--factory {self.factory!r} must look like 'package.module:function'.")
+        if self.config is not None and not FilePath(self.config).is_file():
+            raise ConfigError(f"Agency file {self.config!r} does not exist (or is not a file).")
+        if self.auth_token_env is not None and not os.environ.get(self.auth_token_env, "").strip():
+            raise ConfigError(
+                f"--auth-token-env names {self.auth_token_env!r}, but that environment variable is empty or unset; "
+                "export the token in it first."
+            )
+        if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1:
+            raise ConfigError(f"max_body_bytes must be an int >= 1, got {self.max_body_bytes!r}.")
+
+    def to_env(self) -> dict[str, str]:
+        env = {ENV_STORE: self.store, ENV_MAX_BODY_BYTES: str(self.max_body_bytes)}
+        if self.config is not None:
+            env[ENV_CONFIG] = str(FilePath(self.config).resolve())
+        if self.factory is not None:
+            env[ENV_FACTORY] = self.factory
+        optional = {ENV_AUTH_TOKEN_ENV: self.auth_token_env, ENV_MODELS: self.models, ENV_TOOLKITS: self.toolkits}
+        env.update({name: value for name, value in optional.items() if value is not None})
+        return env
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> ServeSettings:
+        env = dict(os.environ) if environ is None else environ
+        size = env.get(ENV_MAX_BODY_BYTES, str(DEFAULT_MAX_BODY_BYTES))
+        if not size.isdigit():
+            raise ConfigError(f"{ENV_MAX_BODY_BYTES} must be a whole number of bytes, got {size!r}.")
+        if ENV_STORE not in env:
+            raise ConfigError(f"{ENV_STORE} is not set; start the server with `agency-swarm serve`.")
+        return cls(
+            config=env.get(ENV_CONFIG), factory=env.get(ENV_FACTORY), store=env[ENV_STORE],
+            auth_token_env=env.get(ENV_AUTH_TOKEN_ENV), max_body_bytes=int(size), models=env.get(ENV_MODELS),
+            toolkits=env.get(ENV_TOOLKITS),
+        )
+
+    def agency_factory(self) -> AgencyFactory:
+        if self.factory is not None:
+            return _import_factory(self.factory)
+        config, models, toolkits = str(self.config), self.models, self.toolkits
+
+        def from_config(store: ThreadStore) -> Agency:
+            from .._config._python_object import load_python_object  # the same FILE.py:NAME rules as `agency-swarm run`
+
+            return Agency.from_config(
+                config, thread_store=store,
+                models=None if models is None else load_python_object("--models", models),
+                toolkits=None if toolkits is None else load_python_object("--toolkits", toolkits),
+            )
+
+        return from_config
+
+    def auth_token(self) -> str | None:
+        return None if self.auth_token_env is None else os.environ.get(self.auth_token_env)
+
+
+def _import_factory(path: str) -> AgencyFactory:
+    module_name, _, attribute = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"--factory {path!r}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from exc
+    for part in attribute.split("."):
+        target = getattr(target, part, None)
+        if target is None:
+            raise ConfigError(f"--factory {path!r}: module {module_name!r} has no {attribute!r}.")
+    if not callable(target):
+        raise ConfigError(f"--factory {path!r} is not a function store -> Agency.")
+    factory: AgencyFactory = target
+    return factory
+
+
+def app_from_env() -> FastAPI:
+    """The app of one worker process, from the settings `serve` put in the environment (uvicorn --factory)."""
+    settings = ServeSettings.from_env()
+    settings.check()
+    app = create_app(
+        settings.agency_factory(), store=settings.store, auth_token=settings.auth_token(),
+        max_body_bytes=settings.max_body_bytes,
+    )
+    # Everything built so far (modules, openai's thousand pydantic schemas, the agency) lives as long as the
+    # process: out of the collector's sight, a full collection takes a few ms instead of ~150 ms (see
+    # docs/design/performance.md, W6).
+    gc.collect()
+    gc.freeze()
+    return app
+
+
+def _shared_between_processes(url: str) -> bool:
+    return url.partition("://")[0].lower() in POSTGRES_SCHEMES
+
+
+def serve(
+    settings: ServeSettings,
+    *,
+    workers: int = 1,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    access_log: bool = True,
+) -> None:
+    """Run the app with uvicorn until interrupted; `workers` processes share the store (PostgreSQL for > 1)."""
+    settings.check()
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"--workers must be an int >= 1, got {workers!r}.")
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError(f"--port must be between 0 and 65535, got {port!r}.")
+    if workers > 1 and not _shared_between_processes(settings.store):
+        scheme = settings.store.partition("://")[0] if "://" in settings.store else settings.store
+        sqlite = " (SQLite cannot lock a turn across processes)" if scheme in SQLITE_SCHEMES else ""
+        raise ConfigError(
+            f"--workers {workers} needs a store the workers share and lock turns in: --store "
+            f"postgresql://user@host:5432/db, not {scheme!r}{sqlite}."
+        )
+    settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, once, not in every worker
+    import uvicorn
+
+    os.environ.update(settings.to_env())  # worker processes inherit it
+    logger.info("Serving on %s:%d with %d worker(s), store %s", host, port, workers, redact_url(settings.store))
+    uvicorn.run(
+        "agency_swarm.serving:app_from_env", factory=True, host=host, port=port, workers=workers,
+        log_level=log_level, access_log=access_log,
+    )
