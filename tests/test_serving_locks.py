@@ -12,7 +12,8 @@ import asyncpg
 import pytest
 
 from agency_swarm import Agency, Agent, MemoryThreadStore, SQLiteThreadStore, StoreError, ThreadManager
-from agency_swarm._threads._sql_store import SQLThreadStore, _TurnLocks, turn_lock_key
+from agency_swarm._threads._postgres import _TurnLocks, turn_lock_key
+from agency_swarm._threads._sql_store import SQLThreadStore
 from agency_swarm._threads._store import TurnLockingStore
 from agency_swarm.testing import ScriptedModel
 from postgres_support import require_postgres
@@ -68,9 +69,9 @@ def failed_tries(monkeypatch: pytest.MonkeyPatch) -> FailedTries:
     seen = FailedTries()
     query = _TurnLocks._query
 
-    async def observed(self: _TurnLocks, sql: str, key: int) -> tuple[Any, Any]:
-        session, result = await query(self, sql, key)
-        if "pg_try_advisory_lock" in sql and result is False:
+    async def observed(self: _TurnLocks, sql: str, key: int, chat_id: str) -> tuple[Any, Any]:
+        session, result = await query(self, sql, key, chat_id)
+        if "take_turn" in sql and not result["taken"]:
             seen.count += 1
             seen.event.set()
         return session, result
@@ -233,16 +234,19 @@ async def test_store_errors_name_the_store_and_not_the_password() -> None:
     await store.aclose()
 
 
-async def test_only_postgresql_locks_turns(tmp_path: Path) -> None:
+async def test_stores_other_processes_can_open_lock_turns(tmp_path: Path) -> None:
     sqlite = SQLiteThreadStore(tmp_path / "t.db")
     assert isinstance(sqlite, TurnLockingStore)
-    assert sqlite.turn_lock("c") is None  # SQLite cannot: see docs/design/serving.md
+    assert sqlite.turn_lock("c") is not None  # a file lock: other processes may open the same file
+    in_memory = SQLThreadStore("sqlite://")
+    assert in_memory.turn_lock("c") is None  # nobody else can open it
     assert not isinstance(MemoryThreadStore(), TurnLockingStore)
     await sqlite.aclose()
+    await in_memory.aclose()
 
 
-async def test_without_a_turn_lock_hold_is_the_in_process_lock(tmp_path: Path) -> None:
-    for store in (None, MemoryThreadStore(), SQLiteThreadStore(tmp_path / "t.db")):
+async def test_without_a_turn_lock_hold_is_the_in_process_lock() -> None:
+    for store in (None, MemoryThreadStore(), SQLThreadStore("sqlite://")):
         manager = ThreadManager(store=store)
         assert manager.hold("c") is manager.lock("c")  # nothing added per turn
         await manager.aclose()

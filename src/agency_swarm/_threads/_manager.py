@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge
 from ._store import (
     CallbackThreadStore,
+    ChatVersion,
     Item,
     LoadThreadsCallback,
     SaveThreadsCallback,
@@ -186,6 +187,8 @@ class ThreadManager:
         self._locks: dict[str, asyncio.Lock] = {}
         self._unanswered: set[str] = set()
         self._unknown: set[str] = set()  # chats where an append's outcome is unknown: read again from the store
+        self._versions: dict[str, int] = {}
+        """Per chat held in memory, the store version it holds (stores whose turn lock yields a ChatVersion)."""
 
     def subscribe(self, listener: ItemListener) -> None:
         """Call `listener(thread, item)` for every item any thread gets from now on, the moment it gets it."""
@@ -236,15 +239,60 @@ class ThreadManager:
         return self._held(chat_id, store_lock)
 
     @asynccontextmanager
-    async def _held(self, chat_id: str, store_lock: AbstractAsyncContextManager[None]) -> AsyncIterator[None]:
-        async with self.lock(chat_id), store_lock:
+    async def _held(
+        self, chat_id: str, store_lock: AbstractAsyncContextManager[ChatVersion | None]
+    ) -> AsyncIterator[None]:
+        async with self.lock(chat_id):
+            version: ChatVersion | None = None
+            before: tuple[int, int] | None = None
+            try:
+                async with store_lock as version:
+                    await self._catch_up(chat_id, version)
+                    if version is not None:
+                        before = (version.version, self._item_count(chat_id))
+                    yield
+            finally:
+                self._versions.pop(chat_id, None)
+                if version is not None and before is not None:
+                    self._note_version(chat_id, version, before)
+
+    async def _catch_up(self, chat_id: str, version: ChatVersion | None) -> None:
+        """Inside the turn lock: read what other processes added to the chat since this one last held it."""
+        known = self._versions.get(chat_id) if chat_id in self._loaded and chat_id not in self._unknown else None
+        change = "all" if version is None else version.changes_after(known)
+        if change == "none":
+            return
+        load_after = getattr(self.store, "load_after", None)
+        if change == "all" or load_after is None:
             self._forget(chat_id)
-            yield
+            if version is not None:
+                await self.ensure_loaded(chat_id)
+                self._versions[chat_id] = version.version
+            return
+        assert version is not None
+        assert known is not None
+        added = validated_threads(await load_after(chat_id, known), chat_id, source="load_after")
+        self._add_stored(chat_id, added, at_end=True)
+        self._versions[chat_id] = version.version
+
+    def _note_version(self, chat_id: str, version: ChatVersion, before: tuple[int, int]) -> None:
+        """After the turn: the version the store reports is what this process holds, unless that cannot be so
+        (the chat was dropped or became unknown, or this process stored items but the version did not move:
+        the unlock failed). Then the next turn reads the whole chat."""
+        if chat_id not in self._loaded or chat_id in self._unknown:
+            return
+        moved = version.version != before[0]
+        if moved or self._item_count(chat_id) == before[1]:
+            self._versions[chat_id] = version.version
+
+    def _item_count(self, chat_id: str) -> int:
+        return sum(len(thread.items) for thread in self._chats.get(chat_id, {}).values())
 
     def _forget(self, chat_id: str) -> None:
         """Drop what this process knows of a chat; the next ensure_loaded reads it from the store again."""
         self._chats.pop(chat_id, None)
         self._loaded.pop(chat_id, None)
+        self._versions.pop(chat_id, None)
         self._unanswered.discard(chat_id)
         self._unknown.discard(chat_id)
 
@@ -275,12 +323,19 @@ class ThreadManager:
             return
         assert self.store is not None  # a chat without a store is always loaded
         stored = validated_threads(await self.store.load(chat_id), chat_id, source=type(self.store).__name__)
-        threads = self._chats.setdefault(chat_id, {})
         if chat_id in self._unknown:  # what this process holds may differ from the store: the store wins
             self._unknown.discard(chat_id)
             self._unanswered.discard(chat_id)
-            for held in threads.values():
+            for held in self._chats.get(chat_id, {}).values():
                 held.items.clear()
+        self._add_stored(chat_id, stored, at_end=False)
+        self._loaded[chat_id] = None
+        self._evict_idle_chats()
+
+    def _add_stored(self, chat_id: str, stored: Threads, *, at_end: bool) -> None:
+        """Stored items into the chat's threads: after what they hold (`at_end`), or before it (threads read, and
+        so created, before the chat's first load hold only what this turn is adding)."""
+        threads = self._chats.setdefault(chat_id, {})
         for key, items in stored.items():
             sender, recipient = key.split("->", 1)
             thread = threads.get(key)
@@ -288,12 +343,13 @@ class ThreadManager:
                 thread = threads[key] = ConversationThread(
                     chat_id, sender, recipient, store=self.store, listeners=self._listeners, on_unknown=self._reread
                 )
-            thread.items[:0] = items  # read (and so created) before the first turn: stored history first
+            if at_end:
+                thread.items.extend(items)
+            else:
+                thread.items[:0] = items
             thread.has_marks = thread.has_marks or has_call_marks(items)
             if unanswered_calls(thread.items) or _ends_with_reasoning(thread.items):
                 self._unanswered.add(chat_id)
-        self._loaded[chat_id] = None
-        self._evict_idle_chats()
 
     def has_unanswered_calls(self, chat_id: str) -> bool:
         """A crash or a pause for approval left some function_call of this chat without an output."""
@@ -362,6 +418,7 @@ class ThreadManager:
                 continue  # a turn is running on it (the current one included) or waiting for it
             del self._loaded[chat_id]
             self._chats.pop(chat_id, None)
+            self._versions.pop(chat_id, None)
             self._unanswered.discard(chat_id)  # derived again from the store when the chat is loaded again
 
     def _drop_idle_lock(self, chat_id: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from .._base._errors import ConfigError
@@ -39,17 +40,39 @@ class ThreadStore(Protocol):
     async def aclose(self) -> None: ...
 
 
+@dataclass(slots=True)
+class ChatVersion:
+    """Where a chat stands in its store: `version` of its newest item (0: none yet), `cleared` at its last delete.
+
+    A process that holds the chat as of version `k` is current when `k == version`, misses only the items after
+    `k` when `cleared <= k < version`, and must read the whole chat again when `k < cleared`.
+    """
+
+    version: int = 0
+    cleared: int = 0
+
+    def changes_after(self, known: int | None) -> str:
+        """"none", "since" (read the items after `known`) or "all" (read the whole chat)."""
+        if known is None or known < self.cleared or known > self.version:
+            return "all"
+        return "none" if known == self.version else "since"
+
+
 @runtime_checkable
 class TurnLockingStore(Protocol):
     """Optional ThreadStore capability, for a store that several processes share (PostgreSQL behind many workers).
 
     `turn_lock(chat_id)` gives an async context manager that the ThreadManager holds for a whole top-level turn,
-    after its in-process lock, so that turns of one chat never interleave across processes. Inside it the manager
-    reloads the chat from the store: another process may have added to it since this one last looked.
-    `None` means this store instance cannot lock across processes (SQLite): the in-process lock alone applies.
+    after its in-process lock, so that turns of one chat never interleave across processes. `None` means this
+    store instance needs no lock across processes (an in-memory database): the in-process lock alone applies.
+
+    What the context manager yields says what the manager must read inside it, since another process may have
+    added to the chat since this one last looked: `None` → the whole chat, every turn. A `ChatVersion` read after
+    the lock was taken → only what changed (`load_after(chat_id, known)`, which a store yielding versions must
+    have); when the lock is released the store sets that same object to the version the turn left behind.
     """
 
-    def turn_lock(self, chat_id: str) -> AbstractAsyncContextManager[None] | None: ...
+    def turn_lock(self, chat_id: str) -> AbstractAsyncContextManager[ChatVersion | None] | None: ...
 
 
 class MemoryThreadStore:
