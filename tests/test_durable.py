@@ -11,7 +11,7 @@ from agents import function_tool
 from openai.types.responses import ResponseReasoningItem
 
 from agency_swarm import Agency, Agent, ConfigError, MemoryThreadStore
-from agency_swarm._turn._loop import window_of
+from agency_swarm._turn._history import window_of
 from agency_swarm.testing import ModelCall, ScriptedModel, Text, ToolCall, send_message
 
 # -- history_window ---------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import httpx2
 import openai
@@ -33,6 +33,8 @@ from .._base._errors import (
     ModelTimeout,
     ModelUnavailable,
 )
+
+T = TypeVar("T")
 
 _RETRY_STATUSES = frozenset({408, 409, 429})
 """Besides every 5xx: request timeout, conflict (a concurrent update) and rate limit."""
@@ -235,9 +237,6 @@ class RetryingModel(Model):
         self.policy = policy
         self.timeout = timeout
         self._quiets_client = _retries_on_its_own(inner)
-        self.direct: Model | None = inner if timeout is None and not self._quiets_client else None
-        """The model itself, when an attempt needs nothing around it (no timeout, no client flag): a caller may then
-        make the first attempt on it directly and hand a failure to `retry_after` (one coroutine less a call)."""
 
     def wraps(self, inner: Model, *, agent: str, policy: RetryPolicy, timeout: float | None) -> bool:
         return self.inner is inner and self.agent == agent and self.policy is policy and self.timeout == timeout
@@ -262,38 +261,44 @@ class RetryingModel(Model):
         conversation_id: str | None = None,
         prompt: ResponsePromptParam | None = None,
     ) -> ModelResponse:
-        attempt = partial(
-            self._attempt, system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
-            previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt,
-        )
+        request = (system_instructions, input, model_settings, tools, output_schema, handoffs, tracing)
+        options = {"previous_response_id": previous_response_id, "conversation_id": conversation_id, "prompt": prompt}
         try:
-            return await attempt()
+            return await self.attempt(request, options)
         except Exception as error:
-            return await self.retry_after(error, attempt)
+            return await self.retry_after(error, partial(self.attempt, request, options))
 
-    async def _attempt(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        """One attempt on the inner model: within the timeout, with the SDK clients' own retries silenced."""
+    async def attempt(self, request: tuple[Any, ...], options: dict[str, Any]) -> ModelResponse:
+        """One blocking attempt on the inner model: within the timeout, with the SDK clients' own retries silenced."""
         token = _sdk.quiet_client_retries() if self._quiets_client else None
         try:
-            request = self.inner.get_response(*args, **kwargs)
+            response = self.inner.get_response(*request, **options)
             if self.timeout is None:
-                return await request
-            response: ModelResponse = await self._bounded(request)
-            return response
+                return await response
+            bounded: ModelResponse = await self._bounded(response)
+            return bounded
         finally:
             if token is not None:
                 _sdk.restore_client_retries(token)
 
-    async def retry_after(self, error: Exception, attempt: Callable[[], Awaitable[ModelResponse]]) -> ModelResponse:
-        """After a first attempt raised `error`: the policy's answer, as `get_response` gives it.
+    def open_stream(self, request: tuple[Any, ...], options: dict[str, Any]) -> StreamCall:
+        """One streamed attempt; the request is sent while its first event is awaited."""
+        return StreamCall(self, request, options)
 
-        `attempt()` makes one more attempt. The loop calls `direct` itself for a first attempt and hands a failure
-        here; `get_response` does the same with its own attempts.
+    async def retry_after(
+        self, error: Exception, attempt: Callable[[], Awaitable[T]], attempts: Attempts | None = None
+    ) -> T:
+        """THE retry loop, for blocking and streamed calls alike, entered after a first attempt raised `error`.
+
+        `attempt()` makes one more attempt. A streamed call whose events began to reach their reader
+        (`attempts.started`) is never tried again: what was streamed cannot be taken back. Returns what an attempt
+        gave, or raises what the last failure means.
         """
-        attempts = 1
+        if attempts is None:
+            attempts = Attempts()
         while True:
-            await self.policy.sleep(self.wait_or_raise(error, attempts))
-            attempts += 1
+            await self.policy.sleep(self.wait_or_raise(error, attempts.number, retry=not attempts.started))
+            attempts.number += 1
             try:
                 return await attempt()
             except Exception as again:
@@ -309,22 +314,34 @@ class RetryingModel(Model):
         return self.policy.delay(attempt, _retry_after(error))
 
     async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
-        """The model's events, retried until the first one; the loop reads a `StreamCall` itself instead."""
-        call = StreamCall(self, args, kwargs)
+        """The model's events, retried (by `retry_after`) until the first one; the loop reads a StreamCall itself."""
+        attempts = Attempts()
         try:
-            while True:
-                started = False
-                try:
-                    async for event in call.open():
-                        if not started:
-                            started = True
-                            call.began()
-                        yield event
-                    return
-                except Exception as error:
-                    await call.failed(error, started)
+            stream, first = await self._first_event(args, kwargs)
+        except Exception as error:
+            stream, first = await self.retry_after(error, partial(self._first_event, args, kwargs), attempts)
+        attempts.started = True
+        try:
+            if first is _ENDED:
+                return
+            yield first
+            async for event in stream.events:
+                yield event
+        except Exception as error:
+            self.wait_or_raise(error, attempts.number, retry=False)  # raises what it means
+            raise
         finally:
-            await call.aclose()
+            await stream.aclose()
+
+    async def _first_event(self, request: tuple[Any, ...], options: dict[str, Any]) -> tuple[StreamCall, Any]:
+        stream = StreamCall(self, request, options)
+        try:
+            first = await anext(stream.events, _ENDED)
+        except BaseException:
+            await stream.aclose()
+            raise
+        stream.began()
+        return stream, first
 
     async def _bounded_events(
         self, events: AsyncIterator[TResponseStreamEvent]
@@ -394,69 +411,45 @@ class RetryingModel(Model):
         return ModelError(f"{where}: the model API failed: {detail}", **located)
 
 
+class Attempts:
+    """How far one model call has got: the attempt it is on, and (streamed) whether an event reached the reader."""
+
+    __slots__ = ("number", "started")
+
+    def __init__(self) -> None:
+        self.number = 1
+        self.started = False
+
+
+_ENDED: Any = object()
+
+
 class StreamCall:
-    """One streamed call of a RetryingModel, read attempt by attempt with a plain `async for`:
+    """One streamed attempt of a RetryingModel, read with a plain `async for` over `events`.
 
-        while True:
-            started = False
-            try:
-                async for event in call.open():
-                    if not started:
-                        started = True
-                        call.began()
-                    ...
-                break
-            except Exception as error:
-                await call.failed(error, started)  # raises, or returns once it is time to try again
-
-    A call is retried only until its first event; what was streamed cannot be taken back. `open()` is the model's
-    own stream (bounded per event when there is a timeout), so no generator of ours sits between each event and
-    its reader; what the stream raises is judged once, in `failed`.
+    `events` is the model's own stream (bounded per event when there is a timeout), so no generator of ours sits
+    between each event and its reader. While the request is sent, the flag that quiets the SDK clients' own retries
+    is set; `began()` (at the first event) or `aclose()` lifts it.
     """
 
-    __slots__ = ("_args", "_kwargs", "_model", "_token", "attempt", "events")
+    __slots__ = ("_token", "events")
 
-    def __init__(self, model: Model, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        assert isinstance(model, RetryingModel), "Wiring.resolve_model wraps every agent's model"
-        self._model = model
-        self._args, self._kwargs = args, kwargs
-        self._token: Token[bool] | None = None
-        self.attempt = 1
-        self.events: AsyncIterator[TResponseStreamEvent] | None = None
-
-    def open(self) -> AsyncIterator[Any]:
-        """The next attempt's stream; the request is sent while its first event is awaited."""
-        model = self._model
-        events: AsyncIterator[Any] = aiter(model.inner.stream_response(*self._args, **self._kwargs))
+    def __init__(self, model: RetryingModel, request: tuple[Any, ...], options: dict[str, Any]) -> None:
+        events: AsyncIterator[Any] = aiter(model.inner.stream_response(*request, **options))
         if model.timeout is not None:
             events = model._bounded_events(events)
-        if model._quiets_client:
-            self._token = _sdk.quiet_client_retries()
+        self._token: Token[bool] | None = _sdk.quiet_client_retries() if model._quiets_client else None
         self.events = events
-        return events
 
     def began(self) -> None:
-        """The first event is here: the flag that quiets the client's own retries is lifted before anyone sees it."""
-        self._lift()
-
-    async def failed(self, error: Exception, started: bool) -> None:
-        """Raises what `error` means; returns, after the policy's wait, when the call is to be tried again."""
-        self._lift()
-        model = self._model
-        wait = model.wait_or_raise(error, self.attempt, retry=not started)
-        await self.aclose()  # the failed attempt's stream, before the wait
-        await model.policy.sleep(wait)
-        self.attempt += 1
-
-    def _lift(self) -> None:
-        if self._token is not None:
-            _sdk.restore_client_retries(self._token)
-            self._token = None
+        """The first event is here: the client flag is lifted before anyone sees it."""
+        token, self._token = self._token, None
+        if token is not None:
+            _sdk.restore_client_retries(token)
 
     async def aclose(self) -> None:
-        self._lift()
-        events, self.events = self.events, None
-        await _close(events)
+        self.began()
+        await _close(self.events)
 
 
 async def _close(events: Any) -> None:

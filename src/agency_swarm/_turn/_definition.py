@@ -41,25 +41,17 @@ class Wiring:
     show_tool_errors: bool = True
     """The agency's default for agents without their own `show_tool_errors`."""
     setups: dict[AgentBase, Setup] = field(default_factory=dict)
-    """Per agent, the loop's last per-turn setup (tools, prompt, model), reused while its sources are unchanged."""
+    """Per agent, the loop's last setup (tools, prompt, model), reused while its sources are unchanged
+    (`_prepare.reused_setup`)."""
     _models: dict[str, Model] = field(default_factory=dict)
     _retrying: dict[AgentBase, RetryingModel] = field(default_factory=dict)
-    _last: dict[AgentBase, tuple[Any, RetryPolicy, float | None, str, RetryingModel]] = field(default_factory=dict)
-    """Per agent, the settings its wrapped model was last resolved from: unchanged, they give the same one."""
 
     def resolve_model(self, agent: AgentBase) -> RetryingModel:
-        """The agent's model behind its RetryPolicy and timeout.
+        """The agent's model behind its RetryPolicy and timeout (the same wrapper while they are the same).
 
         Resolved at call time, so `agent.model = ...` after the agency is built takes effect.
         """
-        model, timeout, name = agent.model, agent.timeout, agent.name
-        policy = agent.retry or self.retry or DEFAULT_RETRY
-        last = self._last.get(agent)
-        if last is not None and last[0] is model and last[1] is policy and last[2] == timeout and last[3] == name:
-            return last[4]  # ~1 µs less per agent turn than resolving and comparing again
-        wrapped = self._wrapped(agent, policy)
-        self._last[agent] = (model, policy, timeout, name, wrapped)
-        return wrapped
+        return self._wrapped(agent, agent.retry or self.retry or DEFAULT_RETRY)
 
     def _wrapped(self, agent: AgentBase, policy: RetryPolicy) -> RetryingModel:
         inner = self._resolve_inner(agent)

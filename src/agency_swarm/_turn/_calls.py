@@ -1,0 +1,417 @@
+"""Running one response's tool calls and sends: approvals, outputs stored in call order, concurrent calls."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from collections.abc import Awaitable, Sequence
+from typing import Any, assert_never
+
+from agents import AgentsException, FunctionTool, UserError, custom_span, function_span
+from openai.types.responses import ResponseFunctionToolCall
+
+from .._base._errors import ItemTooLarge
+from .._base._events import ApprovalRequested, Event, MessageSent, ToolCalled, ToolOutput
+from .._base._names import SEND_MESSAGE
+from .._base._sync import INSIDE
+from .._threads._manager import (
+    APPROVED_RUN,
+    AWAITING_APPROVAL,
+    ConversationThread,
+    call_mark,
+    clean_up,
+    interrupted_output,
+    is_finished,
+    too_large_output,
+)
+from ._channel import EmitEvent
+from ._model_call import emit_hosted
+from ._outputs import mcp_approval_responses
+from ._results import Interruption
+from ._send_message import depth_refusal, failure_output, parse_send_request, reentry_refusal
+from ._setup import Setup
+from ._state import SEND_CALL_ID, AgentTurn, Turn
+from ._steps import (
+    FinalOutput,
+    FunctionToolCall,
+    RunTools,
+    SendMessage,
+    ToolCallStep,
+    ToolResult,
+    UnknownTool,
+    stop_after_tools,
+)
+from ._tools import output_item, run_function_tool, unknown_tool_output
+from ._tracing import current, finish, started
+
+
+async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentTurn) -> FinalOutput | None:
+    """A response's calls and MCP approvals; a final output when tool_use_behavior says the tools ended the turn.
+
+    Calls waiting for approval pause the turn (`turn.paused`): they stay without outputs until resume decides. A
+    send runs its recipient's whole turn with `agent_turn` (the loop's, handed down: this module sits below it).
+    """
+    calls = step.calls
+    state = Calls(turn.thread, calls, agent_turn)
+    if calls:
+        try:
+            if len(calls) == 1:
+                await _run_call(turn, setup, state, 0, turn.emit)
+            else:
+                await _run_parallel(turn, setup, state)
+        except BaseException:  # failure or cancellation: every function_call still gets its output, stored even
+            if len(state.items) < len(calls):  # when this task is cancelled again (shielded, bounded: clean_up)
+                await clean_up(state.settle(final=True), f"storing the outputs of {turn.agent.name}'s calls")
+            raise
+        await state.settle(final=True)
+        if turn.emit is not None:
+            await _emit_outputs(turn, state)
+    if step.mcp_approvals:
+        await _answer_mcp_approvals(turn, setup, step.mcp_approvals)
+    if _AWAITING in state.outputs:
+        turn.paused = True
+        return None
+    if turn.agent.tool_use_behavior == "run_llm_again" or not state.results:
+        return None
+    return await stop_after_tools(turn, state.results)
+
+
+async def _answer_mcp_approvals(turn: Turn, setup: Setup, requests: Sequence[Any]) -> None:
+    """Each hosted MCP approval request answered by its server's callback; the answers join the thread."""
+    responses = await mcp_approval_responses(requests, setup.tools, turn.run.context())
+    stored = turn.thread.add(responses)
+    if stored is not None:
+        await stored
+    if turn.emit is not None:
+        await emit_hosted(turn, responses)
+
+
+_PENDING: Any = object()
+_AWAITING: Any = object()  # waits for approval: no output is stored until resume decides
+
+
+class Calls:
+    """One response's calls while they run: their outputs, stored in call order, each as early as that order
+    allows, and the results tool_use_behavior reads.
+
+    A crash while a slow call runs then loses only the outputs that did not exist yet. It lives for one response;
+    the agent's turn is `Turn`'s, the run's `Run`'s.
+    """
+
+    __slots__ = ("agent_turn", "calls", "items", "lock", "outputs", "results", "thread")
+
+    def __init__(self, thread: ConversationThread, calls: list[ToolCallStep], agent_turn: AgentTurn) -> None:
+        self.thread, self.calls, self.agent_turn = thread, calls, agent_turn
+        self.outputs: list[Any] = [_PENDING] * len(calls)
+        self.items: list[dict[str, Any] | None] = []
+        """One per call settled so far, in call order; None for a call waiting for approval."""
+        self.results: list[ToolResult] = []
+        """(call index, tool, call, output) of the function tools that ran or were refused, for
+        tool_use_behavior."""
+        self.lock = asyncio.Lock() if len(calls) > 1 else None  # only parallel calls settle from several tasks
+
+    async def settle(self, *, final: bool = False) -> None:
+        if self.lock is None:
+            stored = self._store(final)
+            if stored is not None:
+                await stored
+            return
+        async with self.lock:
+            stored = self._store(final)
+            if stored is not None:
+                await stored
+
+    def _store(self, final: bool) -> Awaitable[None] | None:
+        """Add the outputs that are next in call order; returns the store's append to await, if any."""
+        ready: list[dict[str, Any]] = []
+        items, calls, outputs = self.items, self.calls, self.outputs
+        while len(items) < len(calls):
+            index = len(items)
+            call, out = calls[index].call, outputs[index]
+            if out is _PENDING and not final:
+                break
+            if out is _AWAITING:
+                items.append(None)
+                continue
+            item = interrupted_output(call.call_id) if out is _PENDING else output_item(call, out)
+            items.append(item)
+            ready.append(item)
+        stored = self.thread.add(ready)
+        return None if stored is None else self._written(ready, stored)
+
+    async def _written(self, ready: list[dict[str, Any]], stored: Awaitable[None]) -> None:
+        """Await the store's append; an output it refuses as too large is stored (and handed to the model) as
+        "Error: output too large: N bytes, limit M" instead, and the append is tried again."""
+        replaced: list[dict[str, Any]] = []
+        while True:
+            try:
+                await stored
+                return
+            except ItemTooLarge as error:
+                index = error.index if error.index is not None else (0 if len(ready) == 1 else -1)
+                if not 0 <= index < len(ready) or ready[index].get("type") != "function_call_output" or any(
+                    ready[index] is item for item in replaced  # even the error output is too large
+                ):
+                    raise
+                item = too_large_output(str(ready[index].get("call_id")), error)
+                position = next(n for n, settled in enumerate(self.items) if settled is ready[index])
+                self.items[position] = ready[index] = item
+                replaced.append(item)
+                retried = self.thread.add(ready)
+                if retried is None:
+                    return
+                stored = retried
+
+
+async def _emit_outputs(turn: Turn, state: Calls) -> None:
+    """A `tool_output` for each call that got its output (not those waiting for approval), in call order."""
+    emit = turn.emit
+    assert emit is not None
+    name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
+    for step, item in zip(state.calls, state.items, strict=True):
+        if item is None:
+            continue  # waiting for approval
+        text = item["output"] if isinstance(item["output"], str) else json.dumps(item["output"])
+        await emit(ToolOutput(
+            agent=name, caller=caller, depth=depth, chat_id=chat_id, tool=step.call.name,
+            call_id=step.call.call_id, output=text,
+        ))
+
+
+async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: EmitEvent | None) -> None:
+    """Call `index` of the response: a send, a function tool (after its approval) or an unknown tool's answer."""
+    agent, run, step, outputs = turn.agent, turn.run, state.calls[index], state.outputs
+    call = step.call
+    if emit is not None:  # every call has its tool_called, so consumers can pair it with its tool_output
+        await emit(ToolCalled(
+            agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
+            call_id=call.call_id, arguments=call.arguments,
+        ))
+    match step:
+        case SendMessage():
+            await _send(turn, step, state, index, emit)
+        case FunctionToolCall(tool=tool):
+            verdict = await _approval(turn, tool, call)
+            if verdict == "wait":
+                outputs[index] = _AWAITING
+                await _wait_for_approval(turn, call, emit)
+                return
+            if verdict == "reject":
+                outputs[index] = rejected_output(call.name)
+            else:
+                if verdict == "approved":  # marked first: after a crash from here on, it is never run again
+                    await _mark(turn, APPROVED_RUN, call.call_id)
+                outer = INSIDE.get()
+                INSIDE.set(run.inside)  # a turn of this chat that the tool starts raises ReentrantTurn
+                try:
+                    if turn.span is None:
+                        outputs[index] = await run_function_tool(agent, tool, call, run, turn.wiring)
+                    else:
+                        outputs[index] = await _traced_tool(turn, tool, call)
+                except Exception as error:  # a tripped tool guardrail, or a tool with failure_error_function=None
+                    raise _tool_failure(error, tool, outputs, index) from error
+                finally:
+                    INSIDE.set(outer)  # not reset(token): an abandoned stream may be closed from another context
+            state.results.append((index, tool, call, outputs[index]))
+        case UnknownTool():
+            available = [*setup.function_tools, *([SEND_MESSAGE] if setup.can_send else [])]
+            outputs[index] = unknown_tool_output(call.name, available)
+        case _:
+            assert_never(step)
+
+
+async def _wait_for_approval(turn: Turn, call: ResponseFunctionToolCall, emit: EmitEvent | None) -> None:
+    """The call joins the turn's interruptions (and `approval_requested` is emitted): resume decides. The thread marks
+    the call as waiting, so a later process knows it never ran."""
+    await _mark(turn, AWAITING_APPROVAL, call.call_id)
+    run = turn.run
+    run.interruptions.append(Interruption(
+        agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
+        call_id=call.call_id, tool=call.name, arguments=call.arguments,
+    ))
+    if emit is not None:
+        await emit(ApprovalRequested(
+            agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
+            call_id=call.call_id, arguments=call.arguments,
+        ))
+
+
+async def _mark(turn: Turn, kind: str, call_id: str) -> None:
+    stored = turn.thread.add([call_mark(kind, call_id)])
+    turn.thread.has_marks = True
+    if stored is not None:
+        await stored
+
+
+def _tool_failure(error: Exception, tool: FunctionTool, outputs: list[Any], index: int) -> Exception:
+    """What ends the turn when a tool call raises, as under `Runner`: the SDK's own exceptions as they are, any
+    other wrapped in `UserError`. The call's output (the thread keeps it) says why."""
+    failure = error if isinstance(error, AgentsException) else UserError(f"Error running tool {tool.name}: {error}")
+    outputs[index] = f"Error: {failure}"
+    return failure
+
+
+async def _approval(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> str:
+    """"run", "reject" or "wait": the user's decision from resume, else the tool's `needs_approval`."""
+    run = turn.run
+    if run.rejected and call.call_id in run.rejected:
+        return "reject"
+    needs = tool.needs_approval
+    if run.approved and call.call_id in run.approved:
+        return "approved"
+    if needs is False:
+        return "run"
+    if callable(needs):
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            arguments = {}
+        decided = needs(run.context(), arguments if isinstance(arguments, dict) else {}, call.call_id)
+        needs = await decided if inspect.isawaitable(decided) else decided
+    return "wait" if needs else "run"
+
+
+async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> Any:
+    span = started(function_span(name=call.name, input=call.arguments, parent=turn.span))
+    assert turn.run.trace is not None  # only traced turns get here
+    try:
+        with current(turn.run.trace, span):  # the SDK attaches a handled tool error to the current span
+            output = await run_function_tool(turn.agent, tool, call, turn.run, turn.wiring)
+        span.span_data.output = output if isinstance(output, str) else _as_text(output)
+        return output
+    finally:
+        finish(span)
+
+
+def rejected_output(tool_name: str) -> str:
+    return f"The user rejected this call to {tool_name!r}; it did not run. Do not call it again unless asked."
+
+
+async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: EmitEvent | None) -> None:
+    """Check chart, depth and re-entry; then run the recipient one level deeper. Refusals become outputs."""
+    wiring, run, sender, call, outputs = turn.wiring, turn.run, turn.agent.name, step.call, state.outputs
+    request = parse_send_request(call.arguments, wiring.recipients)
+    if isinstance(request, str):
+        outputs[index] = request
+        return
+    recipient = wiring.recipients[request.recipient]
+    depth = turn.depth + 1
+    if depth > wiring.max_depth:
+        outputs[index] = depth_refusal(recipient.name, wiring.max_depth)
+        return
+    pair = (sender, recipient.name)
+    if pair in run.open_pairs:
+        outputs[index] = reentry_refusal(sender, recipient.name)
+        return
+    thread = wiring.thread_manager.get_thread(run.chat_id, sender, recipient.name)
+    continuing = step.resume and delivered(thread, call.call_id, request.message)
+    if continuing and is_finished(thread.items):  # the reply exists; a crash came before it reached the caller
+        outputs[index] = _final_text(thread.items[-1])
+        return
+    sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
+    sub = Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit, sent_by=call.call_id)
+    if turn.span is not None:
+        sub.parent_span = started(custom_span(name=SEND_MESSAGE, parent=turn.span, data={
+            "caller": sender, "recipient": recipient.name, "depth": depth, "chat_id": run.chat_id,
+            "call_id": call.call_id,
+        }))
+    run.open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
+    failed: Exception | None = None
+    try:
+        if emit is not None:
+            await emit(MessageSent(
+                agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, recipient=recipient.name,
+                message=request.message, call_id=call.call_id,
+            ))
+        await state.agent_turn(sub, None if continuing else request.message, request.additional_instructions)
+        outputs[index] = _AWAITING if sub.paused else _as_text(sub.output)
+    except Exception as error:  # the recipient failed: its caller reads why and carries on
+        failed = error
+        outputs[index] = failure_output(recipient.name, error)
+    finally:
+        run.open_pairs.discard(pair)
+        if sub.parent_span is not None:
+            finish(sub.parent_span, failed)
+
+
+def _final_text(item: dict[str, Any]) -> str:
+    return "".join(
+        part.get("text", "") or part.get("refusal", "") for part in item.get("content", []) if isinstance(part, dict)
+    )
+
+
+def _as_text(output: Any) -> str:
+    if isinstance(output, str):
+        return output
+    dump = getattr(output, "model_dump_json", None)
+    if callable(dump):
+        text: str = dump()
+        return text
+    return json.dumps(output, default=str)
+
+
+class _Failed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_DONE: Any = object()
+
+
+async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
+    """Several calls at once, each in a task; their events reach this task's channel in the order they happen."""
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def queued(event: Event) -> None:
+        queue.put_nowait(event)
+
+    job_emit = None if turn.emit is None else queued
+
+    async def job(index: int) -> None:
+        try:
+            await _run_call(turn, setup, state, index, job_emit)
+            await state.settle()
+        except Exception as error:
+            queue.put_nowait(_Failed(error))
+        finally:
+            queue.put_nowait(_DONE)
+
+    tasks = [asyncio.create_task(job(index)) for index in range(len(state.calls))]
+    remaining = len(tasks)
+    try:
+        while remaining:
+            item = await queue.get()
+            if item is _DONE:
+                remaining -= 1
+            elif isinstance(item, _Failed):
+                raise item.error
+            elif turn.emit is not None:
+                await turn.emit(item)
+    finally:
+        if remaining:  # failed or cancelled: stop the calls still running; one storing its output finishes that
+            for index, task in enumerate(tasks):
+                if state.outputs[index] is _PENDING:
+                    task.cancel()
+            await clean_up(asyncio.gather(*tasks, return_exceptions=True), "stopping the parallel calls")
+        else:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def delivered(thread: ConversationThread, call_id: str, message: str) -> bool:
+    """Did the message of send `call_id` reach the recipient before the turn stopped (a crash, a pause)?
+
+    The recipient's last incoming message tells by the call id stored with it. One stored without it (by a
+    version before call ids were kept) is matched by its text, as those versions did.
+    """
+    for item in reversed(thread.items):
+        if item.get("role") == "user" and "type" not in item:
+            if SEND_CALL_ID in item:
+                return bool(item[SEND_CALL_ID] == call_id)
+            content = item.get("content")
+            return (content if isinstance(content, str) else json.dumps(content)) == message
+    return False
+
+

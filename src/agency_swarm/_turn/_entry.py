@@ -1,0 +1,221 @@
+"""Starting and resuming a top-level turn: the chat's lock, loading and saving it, the RunResult; re-entry refused."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agents import FunctionTool
+
+from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn
+from .._base._sync import INSIDE, Inside
+from .._threads._manager import ThreadManager, clean_up, is_finished, without_call_marks
+from ._channel import HookFailed, TurnStart, channel
+from ._definition import AgentBase, Wiring
+from ._results import Interruption, ResponseStream, RunResult
+from ._state import USER_CALLER, AgentTurn, Run, Turn
+from ._tracing import close_trace, open_trace
+
+
+async def top_level_turn(
+    agent: AgentBase,
+    wiring: Wiring,
+    message: str,
+    caller: str,
+    chat_id: str,
+    context: Any,
+    additional_instructions: str | None,
+    stream: ResponseStream | None,
+    agent_turn: AgentTurn,
+) -> RunResult:
+    """One turn from outside the agency: load the chat once, run the entry agent (`agent_turn`), save what was
+    produced.
+
+    A blocking call awaits this coroutine; a stream (`stream` given) runs it through `drive`.
+    """
+    manager = wiring.thread_manager
+    inside = entered(manager, chat_id)
+    async with manager.hold(chat_id):
+        if not manager.is_loaded(chat_id):
+            await manager.ensure_loaded(chat_id)
+        if manager.has_unanswered_calls(chat_id):
+            await _settle_unanswered(manager, agent, wiring, chat_id)
+        thread = manager.get_thread(chat_id, caller, agent.name)
+        run = Run(chat_id, stream is not None and stream.streaming, context, inside=inside)
+        turn = Turn(agent, wiring, thread, caller, 0, run)
+        return await _entry_turn(manager, turn, message, additional_instructions, stream, agent_turn)
+
+
+def resume_turn(
+    entries: Mapping[str, tuple[AgentBase, Wiring]],
+    manager: ThreadManager,
+    *,
+    chat_id: str,
+    context: Any,
+    approve: frozenset[str],
+    reject: frozenset[str],
+    stream: ResponseStream,
+    agent_turn: AgentTurn,
+) -> TurnStart:
+    """Continue the chat's unfinished top-level turn from its last stored item (after a pause or a crash)."""
+
+    async def resumed() -> RunResult:
+        inside = entered(manager, chat_id)
+        async with manager.hold(chat_id):
+            await manager.ensure_loaded(chat_id)
+            agent, wiring = _unfinished_entry(entries, manager, chat_id)
+            pending = {str(call.get("call_id")) for calls in manager.waiting_calls(chat_id).values() for call in calls}
+            unknown = sorted((approve | reject) - pending)
+            if unknown or approve & reject:
+                raise ConfigError(
+                    f"resume: call ids {sorted(approve & reject) or unknown} are "
+                    f"{'both approved and rejected' if approve & reject else 'not waiting in chat ' + repr(chat_id)}; "
+                    f"the calls waiting are: {sorted(pending) or 'none'}."
+                )
+            turn = Turn(
+                agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, USER_CALLER, agent.name),
+                caller=USER_CALLER, depth=0, run=Run(chat_id, stream.streaming, context, approve, reject, inside),
+            )
+            return await _entry_turn(manager, turn, None, None, stream, agent_turn)
+
+    return resumed
+
+
+def entered(manager: ThreadManager, chat_id: str) -> Inside:
+    """What a new top-level turn of `chat_id` runs inside, itself included. ReentrantTurn when the code starting it
+    runs inside a turn of that chat: the new turn would wait for the chat's lock, held by the turn that waits for
+    this code (a tool) to finish."""
+    outer = INSIDE.get()
+    store = manager.store
+    keys: Inside = ((manager, chat_id),)
+    if store is not None and getattr(store, "turn_lock", None) is not None:  # shared by other managers too
+        keys = ((manager, chat_id), (store, chat_id))
+    if outer and any(key in outer for key in keys):
+        raise ReentrantTurn(
+            f"Chat {chat_id!r} is running the turn this call comes from: a tool cannot start a turn of the chat it "
+            "runs in (that turn would wait for the running one, which waits for the tool). Use another chat_id, or "
+            "let the agent message another agent with send_message.",
+            chat_id=chat_id,
+        )
+    return outer + keys
+
+
+async def _entry_turn(
+    manager: ThreadManager,
+    turn: Turn,
+    message: str | None,
+    additional_instructions: str | None,
+    stream: ResponseStream | None,
+    agent_turn: AgentTurn,
+) -> RunResult:
+    """Under the chat's lock, with the chat loaded: run the entry agent's turn, save, and build the RunResult."""
+    run, thread, chat_id = turn.run, turn.thread, turn.run.chat_id
+    start = len(thread.items)
+    run.trace = open_trace(turn.agent.name, chat_id)
+    if run.trace is not None:
+        turn.parent_span = run.trace.trace
+    hooks = turn.wiring.hooks
+    if hooks is not None or run.streaming:
+        turn.emit = channel(hooks, run.streaming)
+    finished = False
+    try:
+        await agent_turn(turn, message, additional_instructions)
+        finished = True
+    except HookFailed as failed:
+        raise failed.error from None  # the hook's own error, as the caller would expect it
+    finally:
+        if turn.paused or not finished:  # calls wait for approval, or a failed append left one without its output
+            manager.mark_unanswered(chat_id)
+        if run.trace is not None:
+            close_trace(run.trace)
+        if manager.saves_turns:
+            if finished:
+                await manager.save(chat_id)
+            else:  # saved even when this task is cancelled again meanwhile (shielded, bounded: clean_up)
+                await clean_up(manager.save(chat_id), f"saving chat {chat_id!r}")
+    result = RunResult(
+        final_output=turn.output,
+        new_items=without_call_marks(thread.items[start:]) if thread.has_marks else thread.items[start:],
+        chat_id=chat_id,
+        agent=turn.agent.name,
+        usage_records=run.usage_records,
+        interruptions=run.interruptions,
+    )
+    if run._guardrail_log is not None:
+        result.tool_guardrails = run._guardrail_log
+    if stream is not None:
+        stream._finish(result)
+    return result
+
+
+def _unfinished_entry(
+    entries: Mapping[str, tuple[AgentBase, Wiring]], manager: ThreadManager, chat_id: str
+) -> tuple[AgentBase, Wiring]:
+    prefix = USER_CALLER + "->"
+    unfinished = [
+        key[len(prefix):] for key, items in manager.get_threads(chat_id).items()
+        if key.startswith(prefix) and key[len(prefix):] in entries and not is_finished(items)
+    ]
+    if not unfinished:
+        raise NothingToResume(
+            f"Chat {chat_id!r} has no unfinished turn to resume: its last turn ended with a final answer (or it "
+            "has no turn yet). Send a new message instead.",
+            chat_id=chat_id,
+        )
+    if len(unfinished) > 1:
+        raise ConfigError(
+            f"Chat {chat_id!r} has unfinished turns with {', '.join(unfinished)}; pass recipient_agent= to say which "
+            "one to resume."
+        )
+    return entries[unfinished[0]]
+
+
+async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: Wiring, chat_id: str) -> None:
+    """Before a new message: calls waiting for approval stop it; calls a crash cut short get "interrupted" outputs."""
+    agents = _reachable(agent, wiring)
+    depths = _thread_depths(list(manager.get_threads(chat_id)))
+    waiting: list[Interruption] = []
+    for key, calls in manager.waiting_calls(chat_id).items():
+        sender, recipient = key.split("->", 1)
+        tools = {tool.name: tool for tool in agents[recipient].tools} if recipient in agents else {}
+        for call in calls:
+            tool = tools.get(str(call.get("name")))
+            if isinstance(tool, FunctionTool):
+                waiting.append(Interruption(
+                    agent=recipient, caller=sender, depth=depths.get(key, 0), chat_id=chat_id,
+                    call_id=str(call.get("call_id")), tool=tool.name, arguments=str(call.get("arguments", "")),
+                ))
+    if waiting:
+        listing = ", ".join(f"{item.call_id} ({item.agent}.{item.tool})" for item in waiting)
+        raise ChatPaused(
+            f"Chat {chat_id!r} is waiting for approval of {listing}; call resume(chat_id, approve=[...], "
+            "reject=[...]) before sending a new message.",
+            chat_id=chat_id, interruptions=waiting,
+        )
+    await manager.repair_chat(chat_id)
+
+
+def _reachable(agent: AgentBase, wiring: Wiring) -> dict[str, AgentBase]:
+    found = {agent.name: agent}
+    todo = [wiring]
+    while todo:
+        current = todo.pop()
+        for name, recipient in current.recipients.items():
+            if name not in found:
+                found[name] = recipient
+                todo.append(current.recipient_wirings.get(name) or recipient.wiring)
+    return found
+
+
+def _thread_depths(keys: list[str]) -> dict[str, int]:
+    """A thread's depth is how many sends separate it from a user: user->CEO is 0, CEO->Developer 1."""
+    depth = {key: 0 for key in keys if key.startswith(USER_CALLER + "->")}
+    frontier = list(depth)
+    while frontier:
+        key = frontier.pop(0)
+        recipient = key.split("->", 1)[1]
+        for other in keys:
+            if other not in depth and other.split("->", 1)[0] == recipient:
+                depth[other] = depth[key] + 1
+                frontier.append(other)
+    return depth

@@ -1,0 +1,151 @@
+"""One model call, blocking or streamed: hooks, retries, the model's span, usage, and the response's items stored."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from functools import partial
+from typing import Any
+
+from agents import ModelResponse, ModelSettings, Usage
+from agents.models.interface import ModelTracing
+from openai.types.responses import Response
+
+from .._base._errors import ModelError
+from .._base._events import HostedItem, raw_model_event, text_delta
+from .._base._items import stored_item
+from .._model._retry import Attempts, RetryingModel, StreamCall
+from ._history import model_history
+from ._outputs import HOSTED_ACTIVITY, unusual_items
+from ._setup import Setup
+from ._state import Turn
+from ._tracing import current
+
+_UNTRACED, _TRACED = ModelTracing.DISABLED, ModelTracing.ENABLED  # a module global is read faster than an Enum member
+_NO_SPAN = nullcontext()  # reusable: entering it does nothing
+_USUAL = frozenset({"message", "function_call"})
+
+
+async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: bool) -> Sequence[Any]:
+    """The model's response to the thread, its items stored; returns its output items.
+
+    Streamed and blocking calls share every line but the attempt itself: a streamed attempt hands each event to the
+    turn's reader as it arrives (and is retried only until the first one has), a blocking one awaits the response.
+    """
+    agent, run = turn.agent, turn.run
+    history: Any = model_history(turn)  # plain dicts in Responses-API input shape
+    hooks = agent.hooks
+    if hooks is not None:
+        await hooks.on_llm_start(run.context(), agent, setup.instructions, history)
+    model = setup.model
+    request: tuple[Any, ...] = (
+        setup.instructions, history, settings, setup.tools, setup.schema, [], _UNTRACED if turn.span is None else
+        _TRACED,
+    )
+    options = {
+        "previous_response_id": None, "conversation_id": None,
+        "prompt": None if agent.prompt is None else await agent.get_prompt(run.context()),
+    }
+    attempts = Attempts() if stream else None
+    with _model_span(turn):  # the model's own response span nests under this agent's span
+        try:
+            try:
+                response = await _attempt(turn, model, request, options, attempts)
+            except Exception as error:
+                response = await model.retry_after(
+                    error, partial(_attempt, turn, model, request, options, attempts), attempts
+                )
+        except ModelError as failure:  # the retry wrapper knows the agent, not the chat or depth
+            failure.chat_id, failure.depth = run.chat_id, turn.depth
+            raise
+    run.record(setup.usage_key, response.usage)
+    if hooks is not None:
+        await hooks.on_llm_end(run.context(), agent, _as_model_response(response))
+    output = response.output
+    usual = len(output) == 1 and output[0].type in _USUAL
+    items = [stored_item(output[0])] if usual else unusual_items(output, setup.tools)
+    stored = turn.thread.add(items)
+    if stored is not None:
+        await stored
+    if not usual and turn.emit is not None:
+        await emit_hosted(turn, items)
+    return output
+
+
+def _attempt(
+    turn: Turn, model: RetryingModel, request: tuple[Any, ...], options: dict[str, Any], attempts: Attempts | None
+) -> Awaitable[ModelResponse | Response]:
+    """One attempt: blocking (`attempts` None), the model's response; streamed, its events read as they come."""
+    if attempts is None:
+        return model.attempt(request, options)
+    return _streamed(turn, model.open_stream(request, options), attempts)
+
+
+async def _streamed(turn: Turn, stream: StreamCall, attempts: Attempts) -> Response:
+    """A streamed attempt: every event to the reader (`raw`, and `text_delta` for text), the completed response."""
+    emit = turn.emit
+    name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
+    completed: Response | None = None
+    try:
+        async for event in stream.events:
+            if not attempts.started:  # from here on, what failed cannot be tried again
+                attempts.started = True
+                stream.began()
+            if emit is not None:
+                await emit(raw_model_event(name, caller, depth, chat_id, event))
+            kind = event.type
+            if kind == "response.output_text.delta" and emit is not None:
+                await emit(text_delta(name, caller, depth, chat_id, event.delta))
+            elif kind == "response.completed" or kind == "response.incomplete":
+                completed = event.response
+            elif kind == "response.failed" or kind == "error":
+                raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
+    finally:
+        await stream.aclose()
+    if completed is None:
+        raise ModelError(
+            "The model's stream ended before response.completed.", agent=name, chat_id=chat_id, depth=depth
+        )
+    return completed
+
+
+def _stream_failure(event: Any) -> str:
+    error = getattr(getattr(event, "response", None), "error", None) or event
+    message = getattr(error, "message", None) or str(error)
+    return f"The model failed while streaming: {message}"
+
+
+def _as_model_response(response: ModelResponse | Response) -> ModelResponse:
+    """What `on_llm_end` gets: a streamed response as the SDK's ModelResponse, token details included."""
+    if isinstance(response, ModelResponse):
+        return response
+    usage = response.usage
+    return ModelResponse(output=list(response.output), response_id=response.id, usage=Usage(requests=1) if (
+        usage is None) else Usage(
+        requests=1, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+        total_tokens=usage.total_tokens, input_tokens_details=usage.input_tokens_details,
+        output_tokens_details=usage.output_tokens_details,
+    ))
+
+
+def _model_span(turn: Turn) -> AbstractContextManager[Any]:
+    """The agent span made current around the model call (nothing when the turn is not traced)."""
+    if turn.span is None or turn.run.trace is None:
+        return _NO_SPAN
+    return current(turn.run.trace, turn.span)
+
+
+async def emit_hosted(turn: Turn, items: list[dict[str, Any]]) -> None:
+    """A `hosted_item` event for each hosted tool item of a response, or answer to an MCP approval request."""
+    emit = turn.emit
+    assert emit is not None
+    for item in items:
+        kind = item.get("type")
+        if kind in HOSTED_ACTIVITY or kind in _MCP_APPROVAL_KINDS:
+            await emit(HostedItem(
+                agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=turn.run.chat_id,
+                kind=str(kind), item=item,
+            ))
+
+
+_MCP_APPROVAL_KINDS = frozenset({"mcp_approval_request", "mcp_approval_response"})

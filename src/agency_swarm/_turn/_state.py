@@ -1,0 +1,130 @@
+"""The state of a running turn: what all agents of one top-level turn share (`Run`) and one agent's own (`Turn`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from agents.run_context import AgentHookContext
+
+from .._base._sync import Inside
+from .._model._usage import UsageTotals, requests_of
+from .._threads._manager import ConversationThread
+from ._channel import EmitEvent
+from ._definition import AgentBase, Wiring
+from ._results import Interruption
+from ._tool_guardrails import GuardrailLog
+from ._tracing import TurnTrace
+
+USER_CALLER = "user"
+
+SEND_CALL_ID = "send_call_id"
+"""Key of the call id that an agent's incoming message keeps in its thread: `{"role": "user", "content": ...,
+"send_call_id": "call_..."}`, or None when no send delivered it (a direct `agent.get_response(sender_name=...)`).
+Only threads between agents have it; resume matches a send by it (`delivered`). The model never sees it: the
+Responses API rejects unknown fields, and the SDK's Chat Completions converter rejects such an item (`_history`)."""
+
+
+class Run:
+    """What every agent of one top-level turn shares: the chat, the user's context and the SDK run context, usage
+    records, the sends still open, the user's approval decisions, interruptions, the trace and guardrail results.
+
+    Nothing in it belongs to one agent: that is `Turn`'s. It lives from `_entry` taking the chat's lock to the
+    RunResult built from it.
+    """
+
+    __slots__ = (
+        "_guardrail_log", "_wrapper", "approved", "chat_id", "inside", "interruptions", "open_pairs", "rejected",
+        "streaming", "trace", "usage_records", "user_context",
+    )
+
+    def __init__(
+        self,
+        chat_id: str,
+        streaming: bool,
+        user_context: Any,
+        approved: frozenset[str] = frozenset(),
+        rejected: frozenset[str] = frozenset(),
+        inside: Inside = (),
+    ) -> None:
+        self.chat_id = chat_id
+        self.inside = inside
+        """This turn's chat and the turns whose tools started it: what its tools run inside (`INSIDE`)."""
+        self.streaming = streaming
+        self.user_context = user_context
+        self.usage_records: list[tuple[tuple[str, str], Any]] = []
+        """((agent, model name), usage) of each model call: every total is summed from these when asked."""
+        self.open_pairs: set[tuple[str, str]] = set()
+        self._wrapper: AgentHookContext[Any] | None = None
+        self.approved, self.rejected = approved, rejected
+        """Call ids the user decided on in `resume`."""
+        self.interruptions: list[Interruption] = []
+        self.trace: TurnTrace | None = None
+        """None when tracing is off: then no span is made anywhere in the turn."""
+        self._guardrail_log: GuardrailLog | None = None
+
+    def context(self) -> AgentHookContext[Any]:
+        """The SDK's run context (built on first use: most turns of plain agents never need it)."""
+        if self._wrapper is None:
+            totals = UsageTotals()  # every agent's and model's usage in one sum: no per-model totals needed here
+            for _, usage in self.usage_records:
+                totals.add(usage)
+            self._wrapper = AgentHookContext(context=self.user_context, usage=totals.to_usage())
+        return self._wrapper
+
+    @property
+    def guardrail_log(self) -> GuardrailLog:
+        """Every tool guardrail result of the turn (made when the first guarded tool runs)."""
+        if self._guardrail_log is None:
+            self._guardrail_log = GuardrailLog()
+        return self._guardrail_log
+
+    def record(self, key: tuple[str, str], usage: Any) -> None:
+        """Keep one model response's usage under (agent, model name); it is summed only when someone asks."""
+        self.usage_records.append((key, usage))
+        if self._wrapper is not None:  # keep the SDK context's usage current for tools and hooks
+            live = self._wrapper.usage
+            live.requests += requests_of(usage)
+            if usage is not None:
+                live.input_tokens += usage.input_tokens or 0
+                live.output_tokens += usage.output_tokens or 0
+                live.total_tokens += usage.total_tokens or 0
+
+
+@dataclass(slots=True, eq=False)
+class Turn:
+    """One agent's turn inside a run: who it is, where it sits and reads from, who called it, how deep, where its
+    events and spans go, and how it ended (its output, or paused for approvals).
+
+    What stays fixed across its model calls (tools, prompt, model) is its `Setup`; the calls of one response are
+    a `Calls`.
+    """
+
+    agent: AgentBase
+    wiring: Wiring
+    thread: ConversationThread
+    caller: str
+    depth: int
+    run: Run
+    output: Any = None
+    paused: bool = False
+    """The turn stopped to wait for tool approvals (its own or a nested agent's)."""
+    parent_span: Any = None
+    """Where this agent's span hangs when tracing: the trace (top level) or the caller's send_message span."""
+    span: Any = None
+    emit: EmitEvent | None = None
+    """Where this turn's events go; None when nobody reads them (then none is built)."""
+    sent_by: str | None = None
+    """The call id of the send_message call that delivered this turn's message (None: not a send)."""
+
+
+AgentTurn = Callable[[Turn, "str | None", "str | None"], Coroutine[Any, Any, None]]
+"""An agent's whole turn (`_loop.run_agent`): handed to the modules that start one, which sit below the loop."""
+
+
+def incoming(turn: Turn, message: str) -> dict[str, Any]:
+    """The item a turn's message is stored as: from another agent, with the call id of the send that carried it."""
+    if turn.caller == USER_CALLER:
+        return {"role": "user", "content": message}
+    return {"role": "user", "content": message, SEND_CALL_ID: turn.sent_by}
