@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +14,6 @@ from agents.tracing.setup import get_trace_provider, set_trace_provider
 from pydantic import BaseModel
 
 from agency_swarm import Agency, Agent, RunResult
-from agency_swarm._turn._send_message import loads_object
 from agency_swarm.testing import ScriptedModel, ToolCall, send_message
 
 
@@ -110,23 +108,6 @@ async def test_a_sender_sees_its_recipients_after_the_chart_changes_its_send_too
     await second.get_response("two")
     enums = [call.tool_schema("send_message")["properties"]["recipient_agent"]["enum"] for call in ceo_model.calls]
     assert enums == [["Dev"], ["Dev"], ["Dev", "QA"], ["Dev", "QA"]]
-
-
-JSON_TEXTS = [
-    '{"a": 1}', '{"a": 1} ', ' {"a": 1}', "{}", '{"a": "\\u00e9", "b": [1, {"c": null}]}', '{"a": 1}}', '{"a": }',
-    '{"a": 1,}', '{"a": 1}{"b": 2}', "{", "}", "", "[1, 2]", '"text"', '{"a": NaN}', '{"a": 1e400}', "{\n}",
-]
-
-
-@pytest.mark.parametrize("text", JSON_TEXTS)
-def test_loads_object_gives_what_json_loads_gives(text: str) -> None:
-    def outcome(parse: Any) -> tuple[str, Any]:
-        try:
-            return "value", json.dumps(parse(text))  # dumped: NaN != NaN, but its text is stable
-        except json.JSONDecodeError as error:
-            return "error", (error.msg, error.pos)
-
-    assert outcome(loads_object) == outcome(json.loads)
 
 
 async def test_usage_is_summed_per_model_when_read() -> None:
@@ -293,26 +274,3 @@ def test_chat_ids_fit_255_utf8_bytes_whatever_their_characters(chat_id: str, fit
     else:
         with pytest.raises(InvalidChatId, match="too long"):
             check_chat_id(chat_id)
-
-
-def test_usage_is_built_as_the_sdk_builds_it_with_details_of_its_own() -> None:
-    from agency_swarm._model import _usage
-
-    made, filled = _usage._sdk_usage(2, 3, 4, 7), _usage._filled_usage(2, 3, 4, 7)
-    assert vars(filled) == vars(made)
-    assert _usage._FILLS_USAGE
-    other = _usage._filled_usage(0, 0, 0, 0)
-    assert filled.input_tokens_details is not other.input_tokens_details
-    assert filled.request_usage_entries is not other.request_usage_entries
-    filled.add(made)
-    assert (filled.requests, filled.total_tokens) == (4, 14)
-
-
-def test_usage_falls_back_to_the_sdk_constructor_when_filling_differs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from agency_swarm._model import _usage
-
-    assert _usage._fills_like_the_sdk()
-    template = _usage._sdk_usage(0, 0, 0, 0)
-    template.__dict__["field_of_a_newer_sdk"] = 1  # the filled copy would carry what the constructor does not make
-    monkeypatch.setattr(_usage, "_ZERO_USAGE", template)
-    assert not _usage._fills_like_the_sdk()

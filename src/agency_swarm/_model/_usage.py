@@ -6,17 +6,12 @@ from collections.abc import Collection, Iterable
 from typing import Any
 
 from agents import Usage
-from openai.types.responses import ResponseUsage
 from openai.types.responses.response_usage import OutputTokensDetails
-
-from .._base import _sdk
 
 
 def requests_of(usage: Any) -> int:
     """How many API requests one model response's usage stands for."""
-    # A streamed response's usage (ResponseUsage) is one request; asking that pydantic model for the attribute
-    # it lacks would cost ~2 µs.
-    if usage is None or type(usage) is ResponseUsage:
+    if usage is None:
         return 1
     return max(1, getattr(usage, "requests", 1) or 1)
 
@@ -81,53 +76,6 @@ class UsageTotals:
         return usage
 
 
-def _sdk_usage(requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
-    return Usage(requests=requests, input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=total_tokens)
-
-
-_ZERO_USAGE = Usage()
-_new = object.__new__
-
-
-def _filled_usage(requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
-    """The `agents.Usage` the constructor would build, attribute for attribute, without its validation.
-
-    `Usage(...)` validates every field (~5 µs); a tool's first call in a turn needs one for its context.
-    """
-    usage: Usage = _new(Usage)
-    usage.__dict__ = {
-        **_ZERO_USAGE.__dict__,
-        "requests": requests, "input_tokens": input_tokens, "output_tokens": output_tokens,
-        "total_tokens": total_tokens, "input_tokens_details": _fresh(_ZERO_USAGE.input_tokens_details),
-        "output_tokens_details": _fresh(_ZERO_USAGE.output_tokens_details), "request_usage_entries": [],
-    }
-    return usage
-
-
-def _fresh(details: Any) -> Any:
-    """A new token-details model equal to `details`, with the same fields set (half what copying it costs)."""
-    return details.__pydantic_validator__.validate_python(
-        {name: getattr(details, name) for name in details.__pydantic_fields_set__}
-    )
-
-
-def _fills_like_the_sdk() -> bool:
-    """Whether `_filled_usage` still matches this SDK version's constructor (else the constructor is used)."""
-    try:
-        filled, made = _filled_usage(2, 3, 4, 7), _sdk_usage(2, 3, 4, 7)
-        return vars(filled) == vars(made) and all(
-            getattr(filled, name).__pydantic_fields_set__ == getattr(made, name).__pydantic_fields_set__
-            for name in ("input_tokens_details", "output_tokens_details")
-        )
-    except Exception:  # pragma: no cover - depends on the installed SDK
-        return False
-
-
-_FILLS_USAGE = _fills_like_the_sdk()
-
-
 def new_usage(requests: int, input_tokens: int, output_tokens: int, total_tokens: int) -> Usage:
-    """An `agents.Usage` with these counts and empty token details (hand-filled unless `_sdk.SHORTCUTS` is off)."""
-    if _sdk.SHORTCUTS and _FILLS_USAGE:
-        return _filled_usage(requests, input_tokens, output_tokens, total_tokens)
-    return _sdk_usage(requests, input_tokens, output_tokens, total_tokens)
+    """An `agents.Usage` with these counts and empty token details, as the SDK's constructor makes it."""
+    return Usage(requests=requests, input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=total_tokens)
