@@ -109,14 +109,9 @@ class Calls:
         self.results: list[ToolResult] = []
         """(call index, tool, call, output) of the function tools that ran or were refused, for
         tool_use_behavior."""
-        self.lock = asyncio.Lock() if len(calls) > 1 else None  # only parallel calls settle from several tasks
+        self.lock = asyncio.Lock()  # calls running concurrently settle from several tasks
 
     async def settle(self, *, final: bool = False) -> None:
-        if self.lock is None:
-            stored = self._store(final)
-            if stored is not None:
-                await stored
-            return
         async with self.lock:
             stored = self._store(final)
             if stored is not None:
