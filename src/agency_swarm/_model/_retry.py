@@ -272,11 +272,8 @@ class RetryingModel(Model):
         """One blocking attempt on the inner model: within the timeout, with the SDK clients' own retries silenced."""
         token = _sdk.quiet_client_retries() if self._quiets_client else None
         try:
-            response = self.inner.get_response(*request, **options)
-            if self.timeout is None:
-                return await response
-            bounded: ModelResponse = await self._bounded(response)
-            return bounded
+            response: Awaitable[ModelResponse] = self.inner.get_response(*request, **options)
+            return await (response if self.timeout is None else self._bounded(response))
         finally:
             if token is not None:
                 _sdk.restore_client_retries(token)

@@ -31,7 +31,7 @@ from ._outputs import mcp_approval_responses
 from ._results import Interruption
 from ._send_message import depth_refusal, failure_output, parse_send_request, reentry_refusal
 from ._setup import Setup
-from ._state import SEND_CALL_ID, AgentTurn, Turn
+from ._state import SEND_CALL_ID, AgentTurn, Run, Turn
 from ._steps import (
     FinalOutput,
     FunctionToolCall,
@@ -99,7 +99,7 @@ class Calls:
     the agent's turn is `Turn`'s, the run's `Run`'s.
     """
 
-    __slots__ = ("agent_turn", "calls", "items", "lock", "outputs", "results", "thread")
+    __slots__ = ("agent_turn", "calls", "items", "outputs", "results", "thread")
 
     def __init__(self, thread: ConversationThread, calls: list[ToolCallStep], agent_turn: AgentTurn) -> None:
         self.thread, self.calls, self.agent_turn = thread, calls, agent_turn
@@ -109,13 +109,13 @@ class Calls:
         self.results: list[ToolResult] = []
         """(call index, tool, call, output) of the function tools that ran or were refused, for
         tool_use_behavior."""
-        self.lock = asyncio.Lock()  # calls running concurrently settle from several tasks
 
     async def settle(self, *, final: bool = False) -> None:
-        async with self.lock:
-            stored = self._store(final)
-            if stored is not None:
-                await stored
+        """Store the outputs that are next in call order. Only the turn's own task settles (calls running in tasks
+        of their own report to it), so one settle never overlaps another."""
+        stored = self._store(final)
+        if stored is not None:
+            await stored
 
     def _store(self, final: bool) -> Awaitable[None] | None:
         """Add the outputs that are next in call order; returns the store's append to await, if any."""
@@ -187,7 +187,9 @@ async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: Em
         case SendMessage():
             await _send(turn, step, state, index, emit)
         case FunctionToolCall(tool=tool):
-            verdict = await _approval(turn, tool, call)
+            verdict = _decided(run, tool, call)
+            if verdict is None:  # needs_approval is a function: it decides for each call
+                verdict = await _asked(run, tool, call)
             if verdict == "wait":
                 outputs[index] = _AWAITING
                 await _wait_for_approval(turn, call, emit)
@@ -247,24 +249,30 @@ def _tool_failure(error: Exception, tool: FunctionTool, outputs: list[Any], inde
     return failure
 
 
-async def _approval(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> str:
-    """"run", "reject" or "wait": the user's decision from resume, else the tool's `needs_approval`."""
-    run = turn.run
+def _decided(run: Run, tool: FunctionTool, call: ResponseFunctionToolCall) -> str | None:
+    """"reject", "approved", "run" or "wait": the user's decision from resume, else the tool's fixed
+    `needs_approval`; None when `needs_approval` is a function (`_asked`)."""
     if run.rejected and call.call_id in run.rejected:
         return "reject"
-    needs = tool.needs_approval
     if run.approved and call.call_id in run.approved:
         return "approved"
-    if needs is False:
-        return "run"
+    needs = tool.needs_approval
     if callable(needs):
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except ValueError:
-            arguments = {}
-        decided = needs(run.context(), arguments if isinstance(arguments, dict) else {}, call.call_id)
-        needs = await decided if inspect.isawaitable(decided) else decided
+        return None
     return "wait" if needs else "run"
+
+
+async def _asked(run: Run, tool: FunctionTool, call: ResponseFunctionToolCall) -> str:
+    """"wait" or "run", as the tool's `needs_approval` function says for this call."""
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        arguments = {}
+    needs: Any = tool.needs_approval
+    decided = needs(run.context(), arguments if isinstance(arguments, dict) else {}, call.call_id)
+    if inspect.isawaitable(decided):
+        decided = await decided
+    return "wait" if decided else "run"
 
 
 async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> Any:
@@ -368,7 +376,6 @@ async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
     async def job(index: int) -> None:
         try:
             await _run_call(turn, setup, state, index, job_emit)
-            await state.settle()
         except Exception as error:
             queue.put_nowait(_Failed(error))
         finally:
@@ -381,12 +388,13 @@ async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
             item = await queue.get()
             if item is _DONE:
                 remaining -= 1
+                await state.settle()  # this call's output, if it is next in call order
             elif isinstance(item, _Failed):
                 raise item.error
             elif turn.emit is not None:
                 await turn.emit(item)
     finally:
-        if remaining:  # failed or cancelled: stop the calls still running; one storing its output finishes that
+        if remaining:  # failed or cancelled: stop the calls still running
             for index, task in enumerate(tasks):
                 if state.outputs[index] is _PENDING:
                     task.cancel()

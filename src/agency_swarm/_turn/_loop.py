@@ -102,7 +102,12 @@ async def agent_turn(turn: Turn, message: str | None, additional_instructions: s
     `message=None` resumes the thread's unfinished turn: its calls without outputs run first.
     """
     agent, run, emit = turn.agent, turn.run, turn.emit
-    await _start(turn, message)
+    if emit is not None or agent.input_guardrails or agent.hooks is not None:
+        await _announce(turn, message)
+    if message is not None:
+        stored = turn.thread.add([incoming(turn, message)])
+        if stored is not None:
+            await stored
     setup = reused_setup(turn, additional_instructions) or await prepare(turn, additional_instructions)
     settings = agent.model_settings
     step: NextStep = RUN_AGAIN if message is not None else await _resumed_step(turn, setup)
@@ -160,8 +165,8 @@ async def _traced_agent_turn(turn: Turn, message: str | None, additional_instruc
 # -- how a turn starts, and how a stored one goes on ------------------------------------------------------
 
 
-async def _start(turn: Turn, message: str | None) -> None:
-    """`agent_started`, input guardrails and the on_start hook; then the message joins the thread."""
+async def _announce(turn: Turn, message: str | None) -> None:
+    """`agent_started`, input guardrails and the on_start hook, before the message joins the thread."""
     agent, emit = turn.agent, turn.emit
     if emit is not None:
         await emit(AgentStarted(
@@ -172,10 +177,6 @@ async def _start(turn: Turn, message: str | None) -> None:
         await _check_input_guardrails(turn, message)
     if agent.hooks is not None:
         await agent.hooks.on_start(turn.run.context(), agent)
-    if message is not None:
-        stored = turn.thread.add([incoming(turn, message)])
-        if stored is not None:
-            await stored
 
 
 def _last_user_message(thread: ConversationThread) -> str:

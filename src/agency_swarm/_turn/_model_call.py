@@ -47,7 +47,7 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
         "prompt": None if agent.prompt is None else await agent.get_prompt(run.context()),
     }
     attempts = Attempts() if stream else None
-    with _model_span(turn):  # the model's own response span nests under this agent's span
+    with _NO_SPAN if turn.span is None else _model_span(turn):  # the model's response span nests under the agent's
         try:
             try:
                 response = await _attempt(turn, model, request, options, attempts)
@@ -129,9 +129,8 @@ def _as_model_response(response: ModelResponse | Response) -> ModelResponse:
 
 
 def _model_span(turn: Turn) -> AbstractContextManager[Any]:
-    """The agent span made current around the model call (nothing when the turn is not traced)."""
-    if turn.span is None or turn.run.trace is None:
-        return _NO_SPAN
+    """The agent span made current around the model call."""
+    assert turn.run.trace is not None  # a turn has a span only when it is traced
     return current(turn.run.trace, turn.span)
 
 
