@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import logging
-import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, asynccontextmanager, nullcontext
-from typing import Any, Protocol, TypeVar
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Protocol
 
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge
 from ._store import (
@@ -22,8 +20,10 @@ from ._store import (
     immediate_append,
     validated_threads,
 )
+from ._writes import CLEAN_UP_SECONDS as CLEAN_UP_SECONDS
+from ._writes import clean_up as clean_up
+from ._writes import finish as finish
 
-logger = logging.getLogger(__name__)
 ThreadsSnapshot = Threads
 MAX_CHAT_ID_CHARS = 200
 MAX_CHAT_ID_BYTES = 255
@@ -348,7 +348,8 @@ class ThreadManager:
             else:
                 thread.items[:0] = items
             thread.has_marks = thread.has_marks or has_call_marks(items)
-            if unanswered_calls(thread.items) or _ends_with_reasoning(thread.items):
+            # Added at the end: a call left open can only be among the new items (older ones were checked before).
+            if unanswered_calls(items if at_end else thread.items) or _ends_with_reasoning(thread.items):
                 self._unanswered.add(chat_id)
 
     def has_unanswered_calls(self, chat_id: str) -> bool:
@@ -450,67 +451,6 @@ class ThreadManager:
     async def aclose(self) -> None:
         if self.store is not None:
             await self.store.aclose()
-
-
-CLEAN_UP_SECONDS = 10.0
-"""How long a clean-up write (a cancelled turn's "interrupted" outputs, its save) may hold a cancellation up."""
-
-T = TypeVar("T")
-
-
-async def finish(work: Awaitable[T], *, seconds: float | None = None) -> T:
-    """Await `work` to its end even if this task is cancelled meanwhile, and raise that cancellation afterwards.
-
-    `work` runs in a task of its own, which no cancellation of this one reaches. This task waits for it inside an
-    anyio shield when anyio is loaded (anyio's cancel scopes, as FastAPI and Jupyter use them, cancel again at every
-    await) and through any number of asyncio cancellations (a second Ctrl-C). With `seconds`, it waits that long at
-    most: then `work` is cancelled and TimeoutError raised (the cancellation instead, if one came).
-    """
-    task = asyncio.ensure_future(work)
-    loop = asyncio.get_running_loop()
-    deadline = None if seconds is None else loop.time() + seconds
-    cancelled: asyncio.CancelledError | None = None
-    with _anyio_shield():
-        while not task.done():
-            remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
-                task.cancel()
-                task.add_done_callback(_retrieve)  # nobody awaits it any more
-                if cancelled is not None:
-                    raise cancelled
-                raise TimeoutError(f"did not finish within {seconds} s; it was cut off")
-            try:
-                await asyncio.wait((task,), timeout=remaining)  # never cancels the task it waits for
-            except asyncio.CancelledError as error:
-                cancelled = error
-    if cancelled is not None:
-        raise cancelled from (None if task.cancelled() else task.exception())
-    return task.result()
-
-
-async def clean_up(write: Awaitable[object], what: str) -> None:
-    """A clean-up write of a failed or cancelled turn (what keeps its chat valid), run to its end even when this task
-    is cancelled again, for at most CLEAN_UP_SECONDS: a hung store cannot hold cancellation up for ever. A write that
-    fails (or is cut off by the bound) is logged, not raised: the turn's own error is the one its caller gets."""
-    try:
-        await finish(write, seconds=CLEAN_UP_SECONDS)
-    except Exception as error:
-        logger.error("%s failed while the turn was being cut short: %s", what, error,
-                     exc_info=not isinstance(error, TimeoutError))
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
-
-
-def _anyio_shield() -> AbstractContextManager[object]:
-    """A shielded anyio cancel scope if anyio is loaded (only then can one of its scopes be cancelling this task)."""
-    anyio = sys.modules.get("anyio")
-    if anyio is None:
-        return nullcontext()
-    scope: AbstractContextManager[object] = anyio.CancelScope(shield=True)
-    return scope
 
 
 def interrupted_output(call_id: str) -> Item:

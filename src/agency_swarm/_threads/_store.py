@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
@@ -75,14 +76,38 @@ class TurnLockingStore(Protocol):
     def turn_lock(self, chat_id: str) -> AbstractAsyncContextManager[ChatVersion | None] | None: ...
 
 
+class _MemoryChat:
+    """One chat's items in the order they were stored, and the version before the first of them."""
+
+    __slots__ = ("base", "log")
+
+    def __init__(self, base: int) -> None:
+        self.base = base
+        self.log: list[tuple[str, Item]] = []
+
+
 class MemoryThreadStore:
-    """Keeps threads in this process only; two agencies given the same instance share chats."""
+    """Keeps threads in this process only; two agencies given the same instance share chats.
+
+    Like the SQL stores it locks turns and numbers each chat's items, so an agency reads what another one added
+    to a chat since it last held it (and nothing more).
+    """
 
     def __init__(self) -> None:
         self._chats: dict[str, Threads] = {}
+        self._logs: dict[str, _MemoryChat] = {}
+        self._turns: dict[str, asyncio.Lock] = {}
 
     async def load(self, chat_id: str) -> Threads:
         return {key: list(items) for key, items in self._chats.get(chat_id, {}).items()}
+
+    async def load_after(self, chat_id: str, version: int) -> Threads:
+        chat = self._logs.get(chat_id)
+        threads: Threads = {}
+        if chat is not None:
+            for key, item in chat.log[max(0, version - chat.base):]:
+                threads.setdefault(key, []).append(item)
+        return threads
 
     async def append(self, chat_id: str, thread_key: str, items: list[Item]) -> None:
         self.append_now(chat_id, thread_key, items)
@@ -91,12 +116,41 @@ class MemoryThreadStore:
         """`append` without the await: it never waits, so threads on this store call it directly (see
         `immediate_append`)."""
         self._chats.setdefault(chat_id, {}).setdefault(thread_key, []).extend(items)
+        chat = self._logs.get(chat_id)
+        if chat is None:
+            chat = self._logs[chat_id] = _MemoryChat(0)
+        chat.log.extend((thread_key, item) for item in items)
+
+    def _version(self, chat_id: str) -> ChatVersion:
+        chat = self._logs.get(chat_id)
+        return ChatVersion() if chat is None else ChatVersion(chat.base + len(chat.log), chat.base)
+
+    def turn_lock(self, chat_id: str) -> AbstractAsyncContextManager[ChatVersion | None] | None:
+        """Turns of one chat by agencies sharing this store run one at a time; yields the chat's version."""
+        return self._turn(chat_id)
+
+    @asynccontextmanager
+    async def _turn(self, chat_id: str) -> AsyncIterator[ChatVersion]:
+        lock = self._turns.get(chat_id)
+        if lock is None:
+            lock = self._turns[chat_id] = asyncio.Lock()
+        try:
+            async with lock:
+                version = self._version(chat_id)
+                yield version
+                after = self._version(chat_id)
+                version.version, version.cleared = after.version, after.cleared
+        finally:
+            if not lock.locked() and self._turns.get(chat_id) is lock and not getattr(lock, "_waiters", None):
+                del self._turns[chat_id]  # idle: chats that are done leave no lock behind
 
     async def list_chats(self) -> list[str]:
         return [chat_id for chat_id, threads in self._chats.items() if threads]
 
     async def delete(self, chat_id: str) -> None:
         self._chats.pop(chat_id, None)
+        old = self._version(chat_id)
+        self._logs[chat_id] = _MemoryChat(old.version + 1)  # a delete is a change too: holders read anew
 
     async def aclose(self) -> None:
         return None
@@ -137,6 +191,10 @@ class CallbackThreadStore(MemoryThreadStore):
         threads = validated_threads(loaded, chat_id, source="load_threads_callback")
         self._chats[chat_id] = {key: list(items) for key, items in threads.items()}
         return threads
+
+    def turn_lock(self, chat_id: str) -> None:
+        """No versions: the callbacks see whole chats, and `load` replaces what this store holds."""
+        return None
 
     async def end_turn(self, chat_id: str) -> None:
         if self._save is None:
