@@ -101,6 +101,15 @@ async def test_a_message_returns_the_turns_result(client: httpx.AsyncClient) -> 
     assert re.fullmatch(ceo_answer(2, "again"), second.json()["final_output"])
 
 
+async def test_raw_model_events_are_sent_when_asked_for(client: httpx.AsyncClient) -> None:
+    plain = sse_events((await client.post("/chats/c1/messages:stream", json={"message": "build it"})).text)
+    response = await client.post("/chats/c2/messages:stream", params={"raw": "true"}, json={"message": "build it"})
+    events = sse_events(response.text)
+    assert any(e["type"] == "raw" and e["data"]["type"] == "response.completed" for e in events)
+    assert [e["type"] for e in events if e["type"] != "raw"] == [e["type"] for e in plain]
+    assert len(response.content) > 2 * len("".join(str(e) for e in plain))  # raw events are most of the bytes
+
+
 async def test_the_stream_is_every_event_in_order_then_done(client: httpx.AsyncClient) -> None:
     response = await client.post("/chats/c1/messages:stream", json={"message": "build it"})
     assert response.status_code == 200
@@ -127,7 +136,7 @@ async def test_the_stream_is_every_event_in_order_then_done(client: httpx.AsyncC
     developer_text = "".join(e["delta"] for e in events if e["type"] == "text_delta" and e["agent"] == "Developer")
     finished = {e["agent"]: e["output"] for e in events if e["type"] == "agent_finished"}
     assert developer_text == finished["Developer"]
-    assert any(e["type"] == "raw" and e["data"]["type"] == "response.completed" for e in events)
+    assert not any(e["type"] == "raw" for e in events)  # asked for with ?raw=true only
     result = events[-1]["result"]
     assert result["final_output"] == finished["CEO"]
     assert re.fullmatch(ceo_answer(1, "build it"), result["final_output"])

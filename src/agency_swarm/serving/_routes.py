@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Path, Response
+from fastapi import Body, FastAPI, Path, Query, Response
 
 from .._agency._agency import Agency
 from .._base._errors import ConfigError
@@ -34,6 +34,15 @@ ChatId = Annotated[
             "'..'; any other id is 400 invalid_chat_id. A chat exists once something is stored in it."
         ),
         json_schema_extra={"maxLength": 200},
+    ),
+]
+RawEvents = Annotated[
+    bool,
+    Query(
+        description=(
+            "Also send each model's raw Responses-API stream events (`event: raw`). Off by default: they are most "
+            "of a short turn's bytes, and every other event already carries what a client shows."
+        ),
     ),
 ]
 
@@ -90,12 +99,12 @@ def _add_message_routes(app: FastAPI, agency: Agency, *, protected: bool) -> Non
         "/chats/{chat_id}/messages:stream", operation_id="stream_message",
         **route_docs(*turn, protected=protected, sse=True),
     )
-    async def stream_message(chat_id: ChatId, request: MessageRequest) -> Response:
+    async def stream_message(chat_id: ChatId, request: MessageRequest, raw: RawEvents = False) -> Response:
         """Run one turn, streaming every event of every agent as it happens; leaving cancels the turn."""
         try:
             recipient = _entry_point(agency, request.recipient_agent)
             stream = agency.get_response_stream(request.message, recipient, chat_id=chat_id)
-            return await event_stream(stream, chat_id)
+            return await event_stream(stream, chat_id, raw=raw)
         except Exception as exc:
             return failure_response(exc, chat_id)
 
@@ -120,12 +129,14 @@ def _add_resume_routes(app: FastAPI, agency: Agency, *, protected: bool) -> None
         "/chats/{chat_id}/resume:stream", operation_id="resume_stream",
         **route_docs(*turn, protected=protected, sse=True),
     )
-    async def resume_stream(chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None) -> Response:
+    async def resume_stream(
+        chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None, raw: RawEvents = False
+    ) -> Response:
         """`resume` as Server-Sent Events, like messages:stream."""
         decisions = request or ResumeRequest()
         try:
             stream = agency.resume_stream(chat_id, approve=decisions.approve, reject=decisions.reject)
-            return await event_stream(stream, chat_id)
+            return await event_stream(stream, chat_id, raw=raw)
         except Exception as exc:
             return failure_response(exc, chat_id)
 

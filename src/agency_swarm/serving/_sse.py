@@ -14,7 +14,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from .._base._events import Event
+from .._base._events import Event, RawModelEvent
 from .._turn._results import ResponseStream
 from ._bodies import error_status, result_response
 from ._text import utf8
@@ -23,6 +23,7 @@ logger = logging.getLogger("agency_swarm.serving")
 
 SSE_KEEPALIVE_SECONDS = 15.0
 """A comment line is sent when a stream has been silent this long, so proxies keep the connection open."""
+RAW = RawModelEvent.type
 SSE_QUEUE_EVENTS = 64
 """Events buffered between a running turn and a slow client; beyond this the turn waits for the client."""
 
@@ -39,8 +40,11 @@ class _EventPump:
     cut short. Here a disconnect cancels the turn once, and `stop` waits, shielded, until its clean-up is done.
     """
 
-    def __init__(self, stream: ResponseStream, events: AsyncIterator[Event], first: Event | None, chat_id: str) -> None:
+    def __init__(
+        self, stream: ResponseStream, events: AsyncIterator[Event], first: Event | None, chat_id: str, raw: bool
+    ) -> None:
         self._stream, self._events, self._first, self._chat_id = stream, events, first, chat_id
+        self._raw = raw
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue(SSE_QUEUE_EVENTS)
         self._task: asyncio.Task[None] | None = None
 
@@ -50,10 +54,11 @@ class _EventPump:
     async def _run(self) -> None:
         try:
             async with self._stream:  # leaving it calls stream.aclose(): a cancelled turn is cleaned up and saved
-                if self._first is not None:
+                if self._first is not None and (self._raw or self._first.type != RAW):
                     await self._queue.put(_sse_chunk(self._first.type, self._first.to_dict()))
                 async for event in self._events:
-                    await self._queue.put(_sse_chunk(event.type, event.to_dict()))
+                    if self._raw or event.type != RAW:  # most of a short turn's bytes: sent only when asked for
+                        await self._queue.put(_sse_chunk(event.type, event.to_dict()))
             done = {"type": "done", "result": result_response(self._stream.result).model_dump(mode="json")}
             await self._queue.put(_sse_chunk("done", done))
         except Exception as exc:  # the turn failed after the response began: the failure is the last event
@@ -113,11 +118,13 @@ class EventStreamResponse(StreamingResponse):
             await self._pump.stop()
 
 
-async def event_stream(stream: ResponseStream, chat_id: str) -> EventStreamResponse:
-    """Start the turn up to its first event, so failures before it (paused chat, store down) get a real status."""
+async def event_stream(stream: ResponseStream, chat_id: str, *, raw: bool = False) -> EventStreamResponse:
+    """Start the turn up to its first event, so failures before it (paused chat, store down) get a real status.
+
+    `raw`: also send the model's raw Responses-API events (`raw`), which the Python stream always has."""
     events = aiter(stream)
     try:
         first: Event | None = await anext(events)
     except StopAsyncIteration:
         first = None
-    return EventStreamResponse(_EventPump(stream, events, first, chat_id))
+    return EventStreamResponse(_EventPump(stream, events, first, chat_id, raw))
