@@ -1,6 +1,7 @@
-"""Serving load: turns per second and p50/p99 latency over HTTP, 1 vs 4 uvicorn workers on one PostgreSQL store.
+"""Serving load: turns per second and p50/p99 latency over HTTP, 1, 2 and 4 uvicorn workers on one PostgreSQL store.
 
     .venv/bin/python benchmarks/serving_load.py                # prints the table (needs PostgreSQL)
+    .venv/bin/python benchmarks/serving_load.py --clients 8 --workers 1 2 4 --memory --round-trips
     .venv/bin/python benchmarks/serving_load.py --quick        # a small smoke run
     AGENCY_SWARM_BENCH_POSTGRES_URL=postgresql://... .venv/bin/python benchmarks/serving_load.py
 
@@ -10,9 +11,11 @@ answers. A client in this process keeps `--clients` chats busy at once, each sen
 (`POST /chats/{id}/messages`, a new connection per request), after a warm-up turn per chat. Latency is each
 request's wall time at the client; turns/s is the measured turns over the wall time of the measured phase; server
 CPU is the worker processes' user + system time (/proc) over the measured phase per turn (PostgreSQL's own CPU and
-the client's are not in it). Every
-turn takes the chat's turn lock, reloads the chat and stores 2 items, as in production. The client shares the
-machine's CPUs with the server and PostgreSQL: on a small machine it is part of what is measured.
+the client's are not in it). "above model" is p50 minus the model's 20 ms. Every turn takes the chat's turn lock
+(which says whether another worker changed the chat, and then what it added is read) and stores 2 items, as in
+production. The client shares the machine's CPUs with the server and PostgreSQL: on a small machine it is part of
+what is measured. `--round-trips` runs each PostgreSQL row once more with the workers connected through a proxy
+that counts round trips at the socket (tests/pg_proxy.py); its latencies are not used.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 MODEL_LATENCY_S = 0.020
 POSTGRES_URL = os.environ.get("AGENCY_SWARM_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))  # tests/pg_proxy.py, the round-trip counter the tests use too
 STARTUP_TIMEOUT_S = 180.0
 
 
@@ -121,6 +125,8 @@ async def delete_chats(prefix: str) -> None:
     conn = await asyncpg.connect(POSTGRES_URL)
     try:
         await conn.execute("DELETE FROM agency_swarm_items WHERE starts_with(chat_id, $1)", prefix)
+        if await conn.fetchval("SELECT to_regclass('agency_swarm_chats')") is not None:
+            await conn.execute("DELETE FROM agency_swarm_chats WHERE starts_with(chat_id, $1)", prefix)
     finally:
         await conn.close()
 
@@ -171,11 +177,37 @@ def measure(workers: int, clients: int, turns: int, store: str) -> dict[str, flo
             asyncio.run(delete_chats(prefix))
 
 
+def round_trips_per_turn(workers: int, clients: int, turns: int) -> float:
+    """The same load with the workers' PostgreSQL connections through a counting proxy in this process."""
+    from urllib.parse import urlsplit
+
+    from pg_proxy import CountingProxy
+
+    async def run() -> float:
+        parts = urlsplit(POSTGRES_URL)
+        proxy = CountingProxy(parts.hostname or "127.0.0.1", parts.port or 5432)
+        await proxy.start()
+        prefix = f"bench-trips-{uuid.uuid4().hex[:8]}-"
+        process, url, pids = await asyncio.to_thread(start, workers, proxy.url(POSTGRES_URL))
+        try:
+            await load(url, prefix, clients, 1, pids)  # connections opened, statements prepared, chats held
+            before = proxy.round_trips
+            row = await load(url, prefix, clients, turns, pids)
+            return (proxy.round_trips - before - clients) / row["turns"]  # minus the second warm-up turn per chat
+        finally:
+            await asyncio.to_thread(stop, process)
+            await proxy.aclose()
+            await delete_chats(prefix)
+
+    return asyncio.run(run())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=64, help="chats kept busy at once")
     parser.add_argument("--turns", type=int, default=30, help="measured turns per chat")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--round-trips", action="store_true", help="count PostgreSQL round trips per turn too")
     parser.add_argument("--quick", action="store_true", help="8 chats x 3 turns: a smoke run")
     parser.add_argument(
         "--memory", action="store_true", help="also 1 worker on the in-memory store: the ceiling without a database"
@@ -184,14 +216,19 @@ def main() -> None:
     clients, turns = (8, 3) if args.quick else (args.clients, args.turns)
     print(f"{clients} concurrent chats x {turns} turns, model latency {MODEL_LATENCY_S * 1000:.0f} ms, "
           f"{os.cpu_count()} CPUs")
-    print("| workers | store | turns | turns/s | p50 ms | p99 ms | server CPU ms/turn |")
-    print("|---:|---|---:|---:|---:|---:|---:|")
+    print("| workers | store | turns | turns/s | p50 ms | above model ms | p99 ms | server CPU ms/turn "
+          "| round trips/turn |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     runs = [(workers, POSTGRES_URL) for workers in args.workers] + ([(1, "memory")] if args.memory else [])
     for workers, store in runs:
         row = measure(workers, clients, turns, store)
         name = "memory" if store == "memory" else "PostgreSQL"
+        trips = "-"
+        if args.round_trips and store != "memory":
+            trips = f"{round_trips_per_turn(workers, clients, turns):.1f}"
+        above = row["p50_ms"] - MODEL_LATENCY_S * 1000
         print(f"| {workers} | {name} | {row['turns']:.0f} | {row['turns_per_s']:.0f} | {row['p50_ms']:.1f} | "
-              f"{row['p99_ms']:.1f} | {row['server_cpu_ms']:.2f} |", flush=True)
+              f"{above:.1f} | {row['p99_ms']:.1f} | {row['server_cpu_ms']:.2f} | {trips} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -69,3 +69,18 @@ def test_the_model_in_context_harness_times_the_model_call_in_every_condition() 
     assert [name for name, _ in rows][:2] == ["alone (the physical limit's loop)", "inside agency_swarm's W1 turn"]
     assert [re.fullmatch(r"after ~\d+ µs of unrelated Python", name) is not None for name, _ in rows[2:]] == [True] * 2
     assert all(re.fullmatch(r"\d+\.\d+ \(\d+\.\d+\)", cell) for _, cell in rows), proc.stdout
+
+
+def test_the_long_chat_benchmark_prints_a_row_per_store() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "long_chat.py"), "--lengths", "10", "200", "--stores", "memory",
+         "sqlite", "--chats", "2", "--rounds", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    rows = [line.strip("| ").split(" | ") for line in lines]
+    assert [row[0] for row in rows] == ["store", "memory", "memory, changed elsewhere", "sqlite",
+                                        "sqlite, changed elsewhere"]
+    for row in rows[1:]:
+        assert all(re.fullmatch(r"\d+\.\d+ \(\d+\.\d+x\)", cell) for cell in row[1:]), row
