@@ -114,12 +114,12 @@ async def test_usage_is_summed_per_model_when_read() -> None:
     ceo = Agent(name="CEO", model=ScriptedModel([send_message("Dev", "go"), "done"]))
     dev = Agent(name="Dev", model=ScriptedModel(["built"]))
     result = await Agency(ceo, communication_flows=[(ceo, dev)]).get_response("hi")
-    assert [key for key, _ in result.usage_records] == [("CEO", "ScriptedModel"), ("Dev", "ScriptedModel"),
-                                                        ("CEO", "ScriptedModel")]
+    assert [key for key, _ in result.usage_records] == [("CEO", "scripted-model"), ("Dev", "scripted-model"),
+                                                        ("CEO", "scripted-model")]
     totals = result.totals_by_model
     assert result.totals_by_model is totals  # summed once
     assert {key: value.requests for key, value in totals.items()} == {
-        ("CEO", "ScriptedModel"): 2, ("Dev", "ScriptedModel"): 1,
+        ("CEO", "scripted-model"): 2, ("Dev", "scripted-model"): 1,
     }
     assert result.usage.requests == 3
     assert result.usage.total_tokens == sum(usage.total_tokens for _, usage in result.usage_records)

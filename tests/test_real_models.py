@@ -735,3 +735,21 @@ async def test_cost_names_models_by_the_agents_model_string_or_the_model_objects
     assert server.requests[-1].model == "gpt-prefixed"
     assert list(result.usage_by_model) == ["openai/gpt-prefixed"]  # prices use the name the agent was given
     assert result.cost({"openai/gpt-prefixed": ModelPrice(input=3.0, output=1.0)}).by_agent == {"Named": 2.0}
+
+
+async def test_cost_prices_a_model_object_by_its_own_name_not_its_class() -> None:
+    """A model object without a `model` attribute (ScriptedModel, a custom Model) is priced by its `name`."""
+    ceo = Agent(name="CEO", model=ScriptedModel([send_message("Dev", "go"), "done"], name="gpt-4.1"))
+    dev = Agent(name="Dev", model=ScriptedModel(["built"]))  # the default name, "scripted-model"
+    result = await Agency(ceo, communication_flows=[(ceo, dev)]).get_response("hi")
+    assert list(result.usage_by_model) == ["gpt-4.1", "scripted-model"]
+    cost = result.cost({"gpt-4.1": ModelPrice(input=1e6, output=0), "scripted-model": ModelPrice(input=0, output=0)})
+    assert cost.by_model == {"gpt-4.1": 20.0, "scripted-model": 0.0}
+    with pytest.raises(ConfigError, match=r"No price for model 'gpt-4.1'"):
+        result.cost({"scripted-model": ModelPrice(input=0, output=0)})
+
+    class Nameless(ScriptedModel):
+        pass
+
+    solo = Agent(name="Solo", model=Nameless(["hi"], name=""))  # an empty name is no name: the class names it
+    assert list((await Agency(solo).get_response("hi")).usage_by_model) == ["Nameless"]

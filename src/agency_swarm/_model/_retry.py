@@ -461,6 +461,10 @@ def _attempts(attempt: int) -> str:
 
 
 def model_label(model: Any, fallback: str = "") -> str:
-    """A model object's name: its `model` attribute when it has one, else `fallback` or its class name."""
-    name = getattr(model, "model", None)
-    return name if isinstance(name, str) and name else fallback or type(model).__name__
+    """A model object's own name (its `model` attribute, as the SDK's models have, else its `name`, as
+    ScriptedModel has), else `fallback` or its class name. Errors and price tables use it."""
+    for attribute in ("model", "name"):
+        name = getattr(model, attribute, None)
+        if isinstance(name, str) and name:
+            return name
+    return fallback or type(model).__name__
