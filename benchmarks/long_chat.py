@@ -9,6 +9,8 @@ on each to hold it, then `--rounds` rounds of one turn per chat are timed (perf_
 each chat grows by only 2 items per round. The table gives the median turn and its ratio to the shortest length.
 "changed elsewhere" rows alternate two agencies (two processes would do the same) on each chat, so every turn
 first reads what the other one added. PostgreSQL: the test database (AGENCY_SWARM_BENCH_POSTGRES_URL to change).
+The last line is what no store can avoid: the model API takes the history as a list of its own per call, and
+copying a list of that many items is timed alone.
 """
 
 from __future__ import annotations
@@ -94,6 +96,14 @@ async def measure(open_store: Callable[[], ThreadStore], length: int, chats: int
     return statistics.median(times)
 
 
+def input_copy(length: int) -> float:
+    items = history(length)
+    started = time.perf_counter()
+    for _ in range(1000):
+        list(items)
+    return (time.perf_counter() - started) / 1000
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[10, 1_000, 10_000])
@@ -118,6 +128,8 @@ async def main() -> None:
                     cells.append(f"{median * 1000:.3f} ({median / first:.2f}x)")
                 label = f"{name}, changed elsewhere" if shared else name
                 print(f"| {label} | {' | '.join(cells)} |", flush=True)
+        copies = [f"{input_copy(length) * 1000:.3f}" for length in args.lengths]
+        print(f"| the model's input list, copied once | {' | '.join(copies)} |")
 
 
 if __name__ == "__main__":
