@@ -8,7 +8,7 @@ import hashlib
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -53,16 +53,25 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 def _add_versions(conn: sqlite3.Connection) -> None:
     """A file from before versions: add the column and start every chat's version past its items (once)."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with _write_transaction(conn):
         columns = {row[1] for row in conn.execute(f"PRAGMA table_info({sql.ITEMS})").fetchall()}
         if "version" not in columns:  # another process may have done it while this one waited
             conn.execute(sql.ADD_VERSION_COLUMN.format(int="INTEGER"))
             conn.execute(sql.VERSION_EXISTING_CHATS + " ON CONFLICT (chat_id) DO NOTHING")
+
+
+@contextlib.contextmanager
+def _write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """`BEGIN IMMEDIATE` (the file's write lock, taken before anything is read) ... COMMIT, or ROLLBACK on any
+    error: what the block wrote is stored whole or not at all."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
-            conn.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
         raise
 
 
@@ -125,9 +134,7 @@ class SQLiteBackend:
         return ChatVersion() if row is None else ChatVersion(int(row[0]), int(row[1]))
 
     def _sync_append(self, chat_id: str, thread_key: str, encoded: list[str]) -> None:
-        conn = self._sync_connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _write_transaction(self._sync_connection()) as conn:
             count = len(encoded)
             bumped = conn.execute(f"UPDATE {sql.CHATS} SET version = version + ? WHERE chat_id = ?", (count, chat_id))
             if bumped.rowcount == 0:
@@ -137,25 +144,11 @@ class SQLiteBackend:
                 f"INSERT INTO {sql.ITEMS} (chat_id, thread_key, seq, item, version) VALUES (?, ?, ?, ?, ?)",
                 [(chat_id, thread_key, first + n - 1, text, first + n) for n, text in enumerate(encoded)],
             )
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise
 
     def _sync_delete(self, chat_id: str) -> None:
-        conn = self._sync_connection()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _write_transaction(self._sync_connection()) as conn:
             conn.execute(sql.DELETE_ITEMS.format("?"), (chat_id,))
             conn.execute(sql.CLEAR_CHAT.format("?"), (chat_id,))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-            raise
 
     def _sync_close(self) -> None:
         conn, self._conn = self._conn, None
