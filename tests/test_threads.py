@@ -458,7 +458,7 @@ async def test_load_callback_returning_none_is_a_new_chat() -> None:
     assert ceo_model.calls[0].input == [{"role": "user", "content": "hi"}]
 
 
-@pytest.mark.parametrize("chat_id", [123, "", "x" * 300, "a\nb", "tab\there"])
+@pytest.mark.parametrize("chat_id", [123, "", " ", "\u3000 ", "x" * 300, "a\nb", "tab\there"])
 async def test_bad_chat_ids_are_rejected_before_any_callback(chat_id: Any) -> None:
     store = Store()
     agency, ceo_model, _ = build(**store.callbacks("sync"))
@@ -478,6 +478,26 @@ async def test_longest_allowed_chat_id_works() -> None:
     assert (await agency.get_response("hi", chat_id=chat_id)).chat_id == chat_id
     multibyte = "é" * 127  # 254 UTF-8 bytes
     assert (await agency.get_response("hi", chat_id=multibyte)).chat_id == multibyte
+
+
+@pytest.mark.parametrize(
+    ("chat_id", "problem"),
+    [
+        (" ", "chat_id is only whitespace; use a name with at least one visible character."),
+        ("   ", "chat_id is only whitespace"),
+        ("x" * 201, "chat_id is too long (201 characters); use at most 200 characters and 255 UTF-8 bytes."),
+        ("é" * 200, "chat_id is too long (400 UTF-8 bytes, 200 characters); use at most 255 UTF-8 bytes"),
+        ("é" * 128, "chat_id is too long (256 UTF-8 bytes, 128 characters); use at most 255 UTF-8 bytes"),
+    ],
+)
+def test_a_refused_chat_id_says_which_rule_it_breaks(chat_id: str, problem: str) -> None:
+    from agency_swarm import InvalidChatId
+    from agency_swarm._threads._manager import check_chat_id
+
+    with pytest.raises(InvalidChatId) as refused:
+        check_chat_id(chat_id)
+    assert problem in str(refused.value)
+    assert check_chat_id(" a ") == " a "  # whitespace around a visible name is still a name
 
 
 # -- concurrency --------------------------------------------------------------------------------------

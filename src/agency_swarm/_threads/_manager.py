@@ -56,11 +56,18 @@ def check_chat_id(chat_id: object) -> str:
         raise InvalidChatId("chat_id is empty; leave it out to use the default chat, or pass a name.")
     if not chat_id.isprintable():  # first: lone surrogates are not printable and cannot be encoded
         raise InvalidChatId(f"chat_id {chat_id!r} contains control characters; use printable text only.")
+    if chat_id.isspace():  # prints as nothing: in a URL, a file name or a log line it looks like no id at all
+        raise InvalidChatId("chat_id is only whitespace; use a name with at least one visible character.")
     size = len(chat_id)  # a char is at most 4 UTF-8 bytes: short ids need no encoding to know they fit
-    if size > MAX_CHAT_ID_CHARS or (size * 4 > MAX_CHAT_ID_BYTES and len(chat_id.encode("utf-8")) > MAX_CHAT_ID_BYTES):
+    if size > MAX_CHAT_ID_CHARS:
         raise InvalidChatId(
-            f"chat_id is too long ({len(chat_id)} characters); use at most {MAX_CHAT_ID_CHARS} characters "
+            f"chat_id is too long ({size} characters); use at most {MAX_CHAT_ID_CHARS} characters "
             f"and {MAX_CHAT_ID_BYTES} UTF-8 bytes."
+        )
+    if size * 4 > MAX_CHAT_ID_BYTES and (encoded := len(chat_id.encode("utf-8"))) > MAX_CHAT_ID_BYTES:
+        raise InvalidChatId(
+            f"chat_id is too long ({encoded} UTF-8 bytes, {size} characters); use at most {MAX_CHAT_ID_BYTES} "
+            f"UTF-8 bytes (and {MAX_CHAT_ID_CHARS} characters)."
         )
     if "/" in chat_id or "\\" in chat_id or chat_id in (".", ".."):
         raise InvalidChatId(f"chat_id {chat_id!r} looks like a path; do not use '/', '\\\\', '.' or '..'.")

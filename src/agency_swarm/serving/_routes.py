@@ -30,8 +30,8 @@ ChatId = Annotated[
     str,
     Path(
         description=(
-            "Names the chat: 1 to 200 printable characters (at most 255 UTF-8 bytes), no '/' or '\\', not '.' or "
-            "'..'; any other id is 400 invalid_chat_id. A chat exists once something is stored in it."
+            "Names the chat: 1 to 200 printable characters (at most 255 UTF-8 bytes), not only whitespace, no '/' or "
+            "'\\', not '.' or '..'; any other id is 400 invalid_chat_id. A chat exists once something is stored in it."
         ),
         json_schema_extra={"maxLength": 200},
     ),
