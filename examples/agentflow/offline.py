@@ -75,7 +75,7 @@ def solver(call: ModelCall) -> Step:
                                       f"Input: {step.tool_input}\nContext: {step.context}")
     if recipient == EXECUTOR:
         return send_message(VERIFIER, f"Question: {question}\nIs it answered now?")
-    return f"Answer: {_last_reply(call, EXECUTOR)}"
+    return _last_reply(call, EXECUTOR) or "Nothing was found."  # the answer itself: main.py labels it
 
 
 def _sends(call: ModelCall) -> list[tuple[str, str]]:
