@@ -190,6 +190,17 @@ def test_a_failed_turn_is_one_red_line_and_exit_1(project: Path) -> None:
     assert err.count("\n") == 1
 
 
+def test_no_api_key_is_one_line_naming_agent_model_and_ways_out_and_exit_2(project: Path) -> None:
+    (project / "agency.yaml").write_text(AGENCY_YAML.replace("model: ceo-model", "model: gpt-4.1"))
+    code, out, err = invoke(["run", str(project / "agency.yaml"), "--toolkits", f"{project / 'cli_models.py'}:TOOLKITS",
+                             "-m", "hello"])
+    assert code == 2
+    assert out == "user -> CEO: hello\n"
+    assert err.startswith("Error: ModelAuthenticationError: Agent 'CEO' (model 'gpt-4.1') has no API key: set "
+                          "OPENAI_API_KEY, or run offline models instead (--models on the command line")
+    assert err.count("\n") == 1
+
+
 # -- run: interactive ----------------------------------------------------------------------------------------------
 
 

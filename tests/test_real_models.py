@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import openai
 import pytest
 from agents import Model, MultiProvider, OpenAIChatCompletionsModel, OpenAIResponsesModel
 from agents.models.interface import ModelTracing
@@ -411,6 +412,43 @@ async def test_a_nested_agents_model_failure_becomes_its_callers_tool_output(
     output = server.requests[2].body["input"][-1]["output"]
     assert output.startswith("Error: Developer failed to answer: ModelAuthenticationError: Agent 'Developer'")
     assert_no_key(output, agency.thread_manager.get_threads("default"))
+
+
+async def test_no_api_key_names_the_agent_the_model_and_the_ways_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_ADMIN_KEY", raising=False)  # (conftest already removes OPENAI_API_KEY)
+    ceo = Agent(name="CEO", model="gpt-4.1")
+    agency = Agency(ceo)
+    for _ in range(2):  # each turn asks the provider again
+        with pytest.raises(ModelAuthenticationError) as caught:
+            await agency.get_response("hello")
+        error = caught.value
+        assert (error.agent, error.model, error.status_code) == ("CEO", "gpt-4.1", None)
+        assert str(error).startswith("Agent 'CEO' (model 'gpt-4.1') has no API key: set OPENAI_API_KEY, or run offline")
+        assert "--models" in str(error)
+        assert "models=" in str(error)
+
+    default = Agent(name="Lead")  # no model: the provider's default
+    with pytest.raises(ModelAuthenticationError, match=r"Agent 'Lead' \(the provider's default model\) has no API"):
+        await Agency(default).get_response("hello")
+
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)  # set later: the same agency now builds its client
+    assert ceo.wiring.resolve_model(ceo).model_name == "gpt-4.1"
+
+
+async def test_a_client_that_finds_no_key_at_its_first_call_is_an_authentication_error() -> None:
+    """A provider may build its openai client lazily, at the first call: the same error, not retried."""
+    waits = Waits()
+    missing = openai.OpenAIError("The api_key client option must be set either by passing api_key to the client "
+                                 "or by setting the OPENAI_API_KEY environment variable")
+    agent = Agent(name="CEO", model=ScriptedModel([Fail(missing)], name="lazy-model"), retry=policy(waits))
+    with pytest.raises(ModelAuthenticationError, match=r"Agent 'CEO' \(model 'lazy-model'\) has no API key"):
+        await Agency(agent).get_response("hi")
+    assert waits.delays == []
+
+    other = Agent(name="CEO", model=ScriptedModel([Fail(openai.OpenAIError("something else"))]), retry=policy(waits))
+    with pytest.raises(ModelError, match="something else") as caught:
+        await Agency(other).get_response("hi")
+    assert not isinstance(caught.value, ModelAuthenticationError)
 
 
 async def test_a_stream_cut_after_its_first_events_is_not_retried(server: OpenAIServer, client: AsyncOpenAI) -> None:

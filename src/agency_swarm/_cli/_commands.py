@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .._base._errors import AgencySwarmError, ConfigError
+from .._base._errors import AgencySwarmError, ConfigError, ModelAuthenticationError
 from .._config._python_object import load_python_object
 from ._demo import DEFAULT_MESSAGE
 
@@ -181,6 +181,9 @@ def _chat(agency: Agency, *, message: str | None, chat_id: str, agent: str | Non
 def _single_turn(session: TerminalChat, message: str) -> int:
     try:
         code = session.send_once(message)
+    except ModelAuthenticationError as error:  # no key, or a refused one: set-up to fix, like a bad config
+        print_error(f"{type(error).__name__}: {error}")
+        return USAGE_ERROR
     except Exception as error:  # the turn failed: say why in one line; stored items stay stored
         print_error(f"{type(error).__name__}: {error}")
         return 1

@@ -119,8 +119,28 @@ def _classify(error: BaseException) -> Kind:
     if isinstance(error, openai.APIConnectionError | httpx2.TransportError | ConnectionError | TimeoutError):
         return "transient"  # APITimeoutError is an APIConnectionError
     if isinstance(error, openai.OpenAIError):
-        return "other"
+        return "auth" if _lacks_credentials(error) else "other"
     return "foreign"
+
+
+def _lacks_credentials(error: BaseException) -> bool:
+    """The openai client found no API key: it raises a bare OpenAIError (no request, no status) when it is built."""
+    if not isinstance(error, openai.OpenAIError) or isinstance(error, openai.APIError):
+        return False
+    text = str(error)
+    return "api_key" in text or "credentials" in text.lower()
+
+
+def missing_credentials(error: BaseException, *, agent: str, model: str) -> ModelAuthenticationError | None:
+    """What to raise when building or calling an agent's model found no API key; None for any other error."""
+    if not _lacks_credentials(error):
+        return None
+    shown = f"model {model!r}" if model else "the provider's default model"
+    return ModelAuthenticationError(
+        f"Agent {agent!r} ({shown}) has no API key: set OPENAI_API_KEY, or run offline models instead "
+        "(--models on the command line, models= of Agency.from_config, or Agent(model=<an agents.Model>)).",
+        model=model or None, agent=agent, chat_id="", depth=0,
+    )
 
 
 def _by_status(status: int, *, transient: bool) -> Kind:
@@ -384,6 +404,9 @@ class RetryingModel(Model):
         request_id = getattr(error, "request_id", None)
         common: dict[str, Any] = {"model": self.model_name, "status_code": status, "request_id": request_id}
         if kind == "auth":
+            missing = missing_credentials(error, agent=self.agent, model=self.model_name) if status is None else None
+            if missing is not None:  # no request was made: the client has no key at all
+                return missing
             return ModelAuthenticationError(
                 f"{where}: the model API refused the credentials ({detail}). Check the API key (OPENAI_API_KEY or "
                 "the client's api_key) and that it may use this model.",

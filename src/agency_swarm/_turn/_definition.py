@@ -9,7 +9,15 @@ from agents import Agent as _SDKAgent
 from agents import FunctionTool, Model, ModelProvider, MultiProvider
 
 from .._base._errors import ConfigError
-from .._model._retry import DEFAULT_RETRY, RetryingModel, RetryPolicy, check_retry, check_timeout, model_label
+from .._model._retry import (
+    DEFAULT_RETRY,
+    RetryingModel,
+    RetryPolicy,
+    check_retry,
+    check_timeout,
+    missing_credentials,
+    model_label,
+)
 from .._threads._manager import ThreadManager
 from ._hooks import HookTable
 from ._outputs import refused_tool
@@ -86,6 +94,11 @@ class Wiring:
                     f"Agent {agent.name!r} uses model {key!r}, which needs LiteLLM: "
                     "pip install 'agency-swarm-sdk[litellm]'."
                 ) from error
+            except Exception as error:  # the OpenAI client is built here, and refuses to be without a key
+                failure = missing_credentials(error, agent=agent.name, model=key)
+                if failure is None:
+                    raise
+                raise failure from error
         return resolved
 
 
