@@ -194,7 +194,8 @@ async def test_openapi_lists_every_endpoint_with_its_real_shapes() -> None:
         assert post["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("RunResultResponse")
         assert post["security"] == [{"HTTPBearer": []}]
         assert spec["components"]["securitySchemes"] == {"HTTPBearer": {"type": "http", "scheme": "bearer"}}
-        assert set(post["responses"]) == {"200", "400", "401", "409", "413", "422", "500", "503"}
+        assert set(post["responses"]) == {"200", "400", "401", "409", "413", "415", "422", "500", "503"}
+        assert list(post["requestBody"]["content"]) == ["application/json"]  # what clients should send
         assert set(schemas["MessageRequest"]["properties"]) == {"message", "recipient_agent"}
         assert schemas["MessageRequest"]["required"] == ["message"]
         stream = spec["paths"]["/chats/{chat_id}/messages:stream"]["post"]
@@ -342,6 +343,51 @@ async def test_malformed_bodies_are_422_naming_the_field(
         assert "CANARY-123" not in response.text  # what the client sent is not echoed
     bad_resume = await client.post("/chats/c/resume", json={"approve": "call_1"})
     assert error_of(bad_resume, 422, "invalid_request")["details"][0]["loc"] == ["body", "approve"]
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/x-www-form-urlencoded",  # what `curl -d` declares: the README's curl line
+        None, "text/plain", "application/octet-stream", "application/json; charset=utf-8", "application/vnd.x+json",
+    ],
+)
+async def test_a_json_body_is_taken_whatever_content_type_it_declares(
+    client: httpx.AsyncClient, content_type: str | None
+) -> None:
+    headers = {} if content_type is None else {"content-type": content_type}
+    body = b'{"message": "Build it"}'
+    response = await client.post("/chats/c/messages", content=body, headers=headers)
+    assert response.status_code == 200, response.text
+    assert re.fullmatch(ceo_answer(1, "Build it"), response.json()["final_output"])
+    streamed = await client.post("/chats/s/messages:stream", content=body, headers=headers)
+    assert sse_events(streamed.text)[-1]["type"] == "done"
+    resumed = await client.post("/chats/c/resume", content=b'{"approve": [], "reject": []}', headers=headers)
+    error_of(resumed, 409, "nothing_to_resume")  # the body was read: decisions, not a 415
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type"),
+    [
+        (b"message=Build+it", "application/x-www-form-urlencoded"),
+        (b"Build it", "text/plain"),
+        (b"Build it", None),
+        (b'--x\r\nContent-Disposition: form-data; name="message"\r\n\r\nhi\r\n--x--',
+         "multipart/form-data; boundary=x"),
+    ],
+)
+async def test_a_body_that_is_not_json_is_415_saying_to_send_json(
+    client: httpx.AsyncClient, body: bytes, content_type: str | None
+) -> None:
+    headers = {} if content_type is None else {"content-type": content_type}
+    for path in ("messages", "messages:stream", "resume", "resume:stream"):
+        error = error_of(await client.post(f"/chats/c/{path}", content=body, headers=headers), 415,
+                         "unsupported_media_type")
+        assert "Content-Type: application/json" in error["message"]
+        assert "--json" in error["message"]
+    assert (await client.get("/chats/c/threads")).json()["threads"] == {}  # nothing ran
+    declared_json = await client.post("/chats/c/messages", content=body, headers={"content-type": "application/json"})
+    error_of(declared_json, 422, "invalid_request")  # declared JSON but is not: the body is wrong, not its type
 
 
 # -- approvals and resume --------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The request guard: bearer auth and the size limit before any body is read, then the body's text."""
+"""The request guard: bearer auth and the size limit before any body is read, then the body's text and media type."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ import hmac
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._bodies import error_response
+from ._media import NOT_JSON, as_json_request
 from ._text import text_problems
 
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
 
 
 class RequestGuard:
-    """Bearer auth (constant-time compare), the request size limit and UTF-8 text, as plain ASGI around the app."""
+    """Bearer auth (constant-time compare), the request size limit, UTF-8 text and JSON bodies, as plain ASGI around
+    the app."""
 
     def __init__(self, app: ASGIApp, *, auth_token: str | None, max_body_bytes: int) -> None:
         self.app = app
@@ -43,6 +45,12 @@ class RequestGuard:
             message = f"{where}: the request's text must be valid UTF-8; see details."
             await error_response(422, "invalid_request", message, details=problems)(scope, receive, send)
             return
+        if scope["method"] == "POST" and scope["path"].startswith("/chats/"):  # their bodies are JSON, whatever
+            json_scope = as_json_request(scope, headers, body)  # the client declared (curl -d: form-urlencoded)
+            if json_scope is None:
+                await error_response(415, "unsupported_media_type", NOT_JSON)(scope, receive, send)
+                return
+            scope = json_scope
         replayed = False
 
         async def replay() -> Message:

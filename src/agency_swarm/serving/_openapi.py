@@ -57,6 +57,7 @@ _ERROR_DOCS = {
     401: "unauthorized: missing or wrong bearer token",
     409: "chat_paused: the chat waits for approvals (see interruptions); nothing_to_resume: its last turn finished",
     413: "request_too_large: the body is over the server's limit",
+    415: "unsupported_media_type: the body is not JSON (a JSON body is taken whatever its Content-Type says)",
     422: "invalid_request: the body is not JSON of the expected shape, or its text is not valid UTF-8 (bytes that "
     "are not, or a lone surrogate escape like \\ud800)",
     500: "run_failed: the turn failed (max steps, model error...); internal_error: the server failed",

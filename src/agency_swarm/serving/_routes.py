@@ -80,7 +80,7 @@ def add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: 
 
 
 def _add_message_routes(app: FastAPI, agency: Agency, *, protected: bool) -> None:
-    turn = (400, 401, 409, 413, 422, 500, 503)
+    turn = (400, 401, 409, 413, 415, 422, 500, 503)
 
     @app.post(
         "/chats/{chat_id}/messages", response_model=RunResultResponse, operation_id="post_message",
@@ -110,7 +110,7 @@ def _add_message_routes(app: FastAPI, agency: Agency, *, protected: bool) -> Non
 
 
 def _add_resume_routes(app: FastAPI, agency: Agency, *, protected: bool) -> None:
-    turn = (400, 401, 409, 413, 422, 500, 503)
+    turn = (400, 401, 409, 413, 415, 422, 500, 503)
 
     @app.post(
         "/chats/{chat_id}/resume", response_model=RunResultResponse, operation_id="resume",
