@@ -281,26 +281,45 @@ class RetryingModel(Model):
         conversation_id: str | None = None,
         prompt: ResponsePromptParam | None = None,
     ) -> ModelResponse:
-        request = (system_instructions, input, model_settings, tools, output_schema, handoffs, tracing)
-        options = {"previous_response_id": previous_response_id, "conversation_id": conversation_id, "prompt": prompt}
+        attempt = partial(
+            self.attempt, system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
+            previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt,
+        )
         try:
-            return await self.attempt(request, options)
+            return await attempt()
         except Exception as error:
-            return await self.retry_after(error, partial(self.attempt, request, options))
+            return await self.retry_after(error, attempt)
 
-    async def attempt(self, request: tuple[Any, ...], options: dict[str, Any]) -> ModelResponse:
+    async def attempt(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: ResponsePromptParam | None = None,
+    ) -> ModelResponse:
         """One blocking attempt on the inner model: within the timeout, with the SDK clients' own retries silenced."""
         token = _sdk.quiet_client_retries() if self._quiets_client else None
         try:
-            response: Awaitable[ModelResponse] = self.inner.get_response(*request, **options)
+            response: Awaitable[ModelResponse] = self.inner.get_response(
+                system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
+                previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt,
+            )
             return await (response if self.timeout is None else self._bounded(response))
         finally:
             if token is not None:
                 _sdk.restore_client_retries(token)
 
-    def open_stream(self, request: tuple[Any, ...], options: dict[str, Any]) -> StreamCall:
-        """One streamed attempt; the request is sent while its first event is awaited."""
-        return StreamCall(self, request, options)
+    def open_stream(self, *args: Any, **kwargs: Any) -> StreamCall:
+        """One streamed attempt (the arguments of `stream_response`); the request is sent while its first event is
+        awaited."""
+        return StreamCall(self, args, kwargs)
 
     async def retry_after(
         self, error: Exception, attempt: Callable[[], Awaitable[T]], attempts: Attempts | None = None

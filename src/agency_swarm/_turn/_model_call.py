@@ -14,7 +14,7 @@ from openai.types.responses import Response
 from .._base._errors import ModelError
 from .._base._events import HostedItem, raw_model_event, text_delta
 from .._base._items import stored_item
-from .._model._retry import Attempts, RetryingModel, StreamCall
+from .._model._retry import Attempts, StreamCall
 from ._history import model_history
 from ._outputs import HOSTED_ACTIVITY, unusual_items
 from ._setup import Setup
@@ -37,23 +37,16 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
     hooks = agent.hooks
     if hooks is not None:
         await hooks.on_llm_start(run.context(), agent, setup.instructions, history)
-    model = setup.model
-    request: tuple[Any, ...] = (
-        setup.instructions, history, settings, setup.tools, setup.schema, [], _UNTRACED if turn.span is None else
-        _TRACED,
-    )
-    options = {
-        "previous_response_id": None, "conversation_id": None,
-        "prompt": None if agent.prompt is None else await agent.get_prompt(run.context()),
-    }
+    tracing = _UNTRACED if turn.span is None else _TRACED
+    prompt = None if agent.prompt is None else await agent.get_prompt(run.context())
     attempts = Attempts() if stream else None
     with _NO_SPAN if turn.span is None else _model_span(turn):  # the model's response span nests under the agent's
         try:
             try:
-                response = await _attempt(turn, model, request, options, attempts)
+                response = await _attempt(turn, setup, settings, history, tracing, prompt, attempts)
             except Exception as error:
-                response = await model.retry_after(
-                    error, partial(_attempt, turn, model, request, options, attempts), attempts
+                response = await setup.model.retry_after(
+                    error, partial(_attempt, turn, setup, settings, history, tracing, prompt, attempts), attempts
                 )
         except ModelError as failure:  # the retry wrapper knows the agent, not the chat or depth
             failure.chat_id, failure.depth = run.chat_id, turn.depth
@@ -73,12 +66,15 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
 
 
 def _attempt(
-    turn: Turn, model: RetryingModel, request: tuple[Any, ...], options: dict[str, Any], attempts: Attempts | None
+    turn: Turn, setup: Setup, settings: ModelSettings, history: Any, tracing: ModelTracing, prompt: Any,
+    attempts: Attempts | None,
 ) -> Awaitable[ModelResponse | Response]:
     """One attempt: blocking (`attempts` None), the model's response; streamed, its events read as they come."""
+    model, instructions, tools, schema = setup.model, setup.instructions, setup.tools, setup.schema
     if attempts is None:
-        return model.attempt(request, options)
-    return _streamed(turn, model.open_stream(request, options), attempts)
+        return model.attempt(instructions, history, settings, tools, schema, [], tracing, prompt=prompt)
+    stream = model.open_stream(instructions, history, settings, tools, schema, [], tracing, prompt=prompt)
+    return _streamed(turn, stream, attempts)
 
 
 async def _streamed(turn: Turn, stream: StreamCall, attempts: Attempts) -> Response:
