@@ -135,15 +135,22 @@ def start_server(
     env: dict[str, str] | None = None,
     auth_token_env: str | None = None,
 ) -> Server:
-    port = free_port()
+    arguments = ["--factory", factory, "--store", store]
+    if auth_token_env is not None:
+        arguments += ["--auth-token-env", auth_token_env]
+    return start_serve(arguments, workers=workers, env=env)
+
+
+def start_serve(arguments: list[str], *, workers: int = 1, env: dict[str, str] | None = None,
+                port: int | None = None) -> Server:
+    """`agency-swarm serve ARGUMENTS` on 127.0.0.1 (a free port unless given), the tests' modules importable."""
+    port = free_port() if port is None else port
     child_env = {**os.environ, **(env or {})}
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
     command = [
-        str(Path(sys.executable).with_name("agency-swarm")), "serve", "--factory", factory, "--store", store,
-        "--workers", str(workers), "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
+        str(Path(sys.executable).with_name("agency-swarm")), "serve", *arguments, "--workers", str(workers),
+        "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
     ]
-    if auth_token_env is not None:
-        command += ["--auth-token-env", auth_token_env]
     process = subprocess.Popen(
         command, cwd=REPO, env=child_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,

@@ -634,6 +634,95 @@ async def test_an_agency_file_is_built_on_the_workers_store(tmp_path: Path, monk
     await app.state.agency.aclose()
 
 
+AGENCY_FILE = (
+    "agents:\n"
+    "  CEO: {description: Talks to the user., model: gpt-4.1-mini, instructions: Delegate.}\n"
+    "  Developer: {description: Does the work., model: gpt-4.1-mini}\n"
+    "chart: {entry_points: [CEO], flows: [[CEO, Developer]]}\n"
+)
+
+
+def test_serve_uses_the_agency_files_store_so_chats_survive_a_restart(tmp_path: Path) -> None:
+    from serving_support import start_serve
+
+    config = tmp_path / "agency.yaml"
+    config.write_text(AGENCY_FILE + "store: {type: file, dir: threads}\n")
+    arguments = [str(config), "--models", "serving_app:config_models"]  # no --store: the file says where chats live
+    server = start_serve(arguments)
+    try:
+        answer = httpx.post(f"{server.url}/chats/c42/messages", json={"message": "Build it"}, timeout=BOUND)
+        assert re.fullmatch(ceo_answer(1, "Build it"), answer.json()["final_output"])
+    finally:
+        server.stop()
+    assert "kept in memory" not in "".join(server.log)
+    assert [path.name for path in (tmp_path / "threads").glob("*.jsonl")]  # next to the file, as from_config puts it
+    restarted = start_serve(arguments)
+    try:
+        threads = httpx.get(f"{restarted.url}/chats/c42/threads", timeout=BOUND).json()["threads"]
+    finally:
+        restarted.stop()
+    assert threads["user->CEO"][0] == {"role": "user", "content": "Build it"}
+    assert set(threads) == {"user->CEO", "CEO->Developer"}
+
+
+def test_serve_says_when_chats_are_kept_in_memory_and_uses_the_files_store_in_workers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import uvicorn
+
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # everything up to starting the workers
+    config = tmp_path / "agency.yaml"
+    config.write_text(AGENCY_FILE)
+    with caplog.at_level(logging.INFO, logger="agency_swarm.serving"):
+        serving.serve(ServeSettings(config=str(config), models="serving_app:config_models"))
+    assert "Chats are kept in memory and lost when the server stops" in caplog.text
+    caplog.clear()
+    config.write_text(AGENCY_FILE + "store: {type: sqlite, path: chats.db}\n")
+    settings = ServeSettings(config=str(config), models="serving_app:config_models")
+    with caplog.at_level(logging.INFO, logger="agency_swarm.serving"):
+        serving.serve(settings)
+    assert "kept in memory" not in caplog.text
+    assert "the agency file's store" in caplog.text
+    assert ServeSettings.from_env() == ServeSettings(config=str(config.resolve()), models=settings.models)
+    store = ServeSettings.from_env().thread_store()  # what a worker serves on
+    assert isinstance(store, SQLThreadStore)
+    asyncio.run(store.aclose())
+
+
+@pytest.mark.parametrize(
+    ("store", "problem"),
+    [
+        ("", "the agency file's store keeps chats in memory (it has no `store:`)"),
+        ("store: {type: file, dir: threads}\n", "the agency file's store is a file store"),
+        ("store: {type: sqlite, path: chats.db}\n", "is SQLite, which cannot lock a turn across processes"),
+    ],
+)
+def test_serve_with_workers_refuses_a_file_store_they_cannot_share_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], store: str, problem: str
+) -> None:
+    from agency_swarm._cli._commands import run_app
+
+    config = tmp_path / "agency.yaml"
+    config.write_text(AGENCY_FILE + store)
+    assert run_app(["serve", str(config), "--models", "serving_app:config_models", "--workers", "2"]) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert error.startswith("Error: --workers 2 needs a store the workers share")
+    assert problem in error
+    assert "pass --store postgresql://user@host:5432/db, or set `store: {type: sql, url_env: VAR}`" in error
+    assert not (tmp_path / "threads").exists()  # refused before any store was opened
+
+
+def test_serve_with_workers_takes_a_postgresql_store_from_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "agency.yaml"
+    config.write_text(AGENCY_FILE + "store: {type: sql, url_env: SERVE_TEST_DB}\n")
+    monkeypatch.setenv("SERVE_TEST_DB", "postgresql://app@db.invalid:5432/app")
+    serving._check_shared_store(ServeSettings(config=str(config)), 4)  # no error, and no connection made
+    with pytest.raises(ConfigError, match="not 'sqlite'"):
+        serving._check_shared_store(ServeSettings(config=str(config), store="sqlite:///x.db"), 4)  # --store wins
+
+
 # -- a real server: the client leaving cancels the turn --------------------------------------------------------
 
 

@@ -115,7 +115,8 @@ def chromium() -> str:
         return found
     how = "install it with `apt-get install -y chromium` (scripts/test.sh does this when run as root)"
     if os.environ.get("AGENCY_SWARM_SKIP_CHROMIUM") == "1":  # asked for: skipped even in CI
-        pytest.skip(f"Chromium is not installed and AGENCY_SWARM_SKIP_CHROMIUM=1; to run this test, unset it and {how}.")
+        pytest.skip(f"Chromium is not installed and AGENCY_SWARM_SKIP_CHROMIUM=1; to run this test, unset it and "
+                    f"{how}.")
     if os.environ.get("CI") == "true":
         pytest.fail(f"Chromium is missing in CI; {how}.")
     pytest.skip(f"Chromium is not installed; {how}.")

@@ -221,12 +221,12 @@ def serve_command(
         ),
     ] = None,
     store: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--store", help="Where chats live: postgresql://user@host:5432/db (needed for --workers > 1), "
-            "sqlite:///chats.db, or memory.",
+            "sqlite:///chats.db, or memory. Default: the agency file's store: (else memory).", show_default=False,
         ),
-    ] = "memory",
+    ] = None,
     workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 1,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,

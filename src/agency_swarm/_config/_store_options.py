@@ -16,13 +16,32 @@ if TYPE_CHECKING:
 _STORE_KEYS = {"memory": (), "file": ("dir", "durable"), "sqlite": ("path",), "sql": ("url", "url_env")}
 
 
-def thread_store_options(
-    source: Source, spec: StoreSpec | None, thread_store: ThreadStore | None, threads_dir: Any
-) -> dict[str, Any]:
-    if thread_store is not None or threads_dir is not None:  # the caller's choice beats the file's
-        return {"thread_store": thread_store, "threads_dir": threads_dir}
+def config_store_kind(path: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """The store an agency file names, without opening it: its kind (memory, file, sqlite or sql) and, for sql, its
+    URL (from `url:` or `url_env:`). `agency-swarm serve` checks it before starting workers that share it."""
+    source, spec = _read_spec(path)
     if spec is None:
-        return {}
+        return "memory", None
+    kind = _store_kind(source, spec)
+    return kind, _sql_url(source, spec) if kind == "sql" else None
+
+
+def config_thread_store(path: str | os.PathLike[str]) -> ThreadStore | None:
+    """The store an agency file names, built (None for memory or no `store:`): what a server worker serves on."""
+    source, spec = _read_spec(path)
+    store: ThreadStore | None = thread_store_options(source, spec, None, None).get("thread_store")
+    return store
+
+
+def _read_spec(path: str | os.PathLike[str]) -> tuple[Source, StoreSpec | None]:
+    from ._parse import read_config
+    from ._validate import validate_config
+
+    source, raw = read_config(path)
+    return source, validate_config(source, raw).store
+
+
+def _store_kind(source: Source, spec: StoreSpec) -> str:
     kind = spec.type or ("sql" if spec.url is not None or spec.url_env is not None else None)
     if kind is None:
         raise source.error("set the store's `type:` (memory, file, sqlite or sql) or its `url:`.", ("store",))
@@ -30,6 +49,17 @@ def thread_store_options(
         if getattr(spec, key) is not None and key not in _STORE_KEYS[kind]:
             allowed = ", ".join(_STORE_KEYS[kind]) or "nothing else"
             raise source.error(f"a {kind} store takes {allowed}, not {key!r}.", ("store", key))
+    return kind
+
+
+def thread_store_options(
+    source: Source, spec: StoreSpec | None, thread_store: ThreadStore | None, threads_dir: Any
+) -> dict[str, Any]:
+    if thread_store is not None or threads_dir is not None:  # the caller's choice beats the file's
+        return {"thread_store": thread_store, "threads_dir": threads_dir}
+    if spec is None:
+        return {}
+    kind = _store_kind(source, spec)
     if kind == "memory":
         return {}
     if kind == "file":
@@ -57,9 +87,19 @@ def _resolve(source: Source, path: str) -> str:
 
 
 def _sql_store(source: Source, spec: StoreSpec) -> ThreadStore:
+    from .._threads._sql_store import SQLThreadStore
+
+    url = _sql_url(source, spec)
+    try:
+        return SQLThreadStore(url)
+    except ConfigError as error:
+        raise source.error(str(error), ("store", "url_env" if spec.url_env else "url")) from error
+
+
+def _sql_url(source: Source, spec: StoreSpec) -> str:
     from urllib.parse import urlsplit
 
-    from .._threads._sql_store import SQLThreadStore, redact_url
+    from .._threads._sql_store import redact_url
 
     if (spec.url is None) == (spec.url_env is None):
         raise source.error(
@@ -83,10 +123,7 @@ def _sql_store(source: Source, spec: StoreSpec) -> ThreadStore:
                 ("store", "url"),
             )
         url = _sqlite_url_here(source, url)
-    try:
-        return SQLThreadStore(url)
-    except ConfigError as error:
-        raise source.error(str(error), ("store", "url_env" if spec.url_env else "url")) from error
+    return url
 
 
 def _sqlite_url_here(source: Source, url: str) -> str:

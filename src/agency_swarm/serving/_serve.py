@@ -39,7 +39,9 @@ class ServeSettings:
     """An agency file (YAML/JSON) for `Agency.from_config`."""
     factory: str | None = None
     """Or `module:function`, a function store -> Agency importable in the workers."""
-    store: str = "memory"
+    store: str | None = None
+    """A store URL (postgresql://..., sqlite:///...) or `memory`; None: the agency file's `store:` (memory when it has
+    none, and with `factory`)."""
     auth_token_env: str | None = None
     """The NAME of the environment variable holding the bearer token (the token itself never goes on a command
     line, where other users of the machine could read it)."""
@@ -54,8 +56,10 @@ class ServeSettings:
             raise ConfigError("Serve either an agency file (agency.yaml) or --factory module:function, not both.")
         if self.factory is not None and (self.models is not None or self.toolkits is not None):
             raise ConfigError("--models and --toolkits go with an agency file; a --factory builds its own agents.")
-        scheme = self.store.partition("://")[0].lower()
-        if self.store != "memory" and ("://" not in self.store or scheme not in SQLITE_SCHEMES + POSTGRES_SCHEMES):
+        scheme = (self.store or "memory").partition("://")[0].lower()
+        if self.store not in (None, "memory") and (
+            "://" not in self.store or scheme not in SQLITE_SCHEMES + POSTGRES_SCHEMES
+        ):
             raise ConfigError(
                 f"--store {redact_url(self.store)!r} is not a store: use postgresql://user@host:5432/db, "
                 "sqlite:///chats.db or memory."
@@ -73,7 +77,7 @@ class ServeSettings:
             raise ConfigError(f"max_body_bytes must be an int >= 1, got {self.max_body_bytes!r}.")
 
     def to_env(self) -> dict[str, str]:
-        env = {ENV_STORE: self.store, ENV_MAX_BODY_BYTES: str(self.max_body_bytes)}
+        env = {ENV_STORE: self.store or "", ENV_MAX_BODY_BYTES: str(self.max_body_bytes)}  # "": the file's store
         if self.config is not None:
             env[ENV_CONFIG] = str(FilePath(self.config).resolve())
         if self.factory is not None:
@@ -91,7 +95,7 @@ class ServeSettings:
         if ENV_STORE not in env:
             raise ConfigError(f"{ENV_STORE} is not set; start the server with `agency-swarm serve`.")
         return cls(
-            config=env.get(ENV_CONFIG), factory=env.get(ENV_FACTORY), store=env[ENV_STORE],
+            config=env.get(ENV_CONFIG), factory=env.get(ENV_FACTORY), store=env[ENV_STORE] or None,
             auth_token_env=env.get(ENV_AUTH_TOKEN_ENV), max_body_bytes=int(size), models=env.get(ENV_MODELS),
             toolkits=env.get(ENV_TOOLKITS),
         )
@@ -115,6 +119,25 @@ class ServeSettings:
     def auth_token(self) -> str | None:
         return None if self.auth_token_env is None else os.environ.get(self.auth_token_env)
 
+    def thread_store(self) -> ThreadStore | str:
+        """What a worker serves on: `store`, else the store the agency file names (built now), else memory."""
+        if self.store is not None:
+            return self.store
+        if self.config is not None:
+            from .._config._store_options import config_thread_store
+
+            return config_thread_store(self.config) or "memory"
+        return "memory"
+
+    def store_kind(self) -> tuple[str, str | None]:
+        """(kind, URL) of the store the workers will share, without opening it: memory, file, sqlite or sql."""
+        if self.store is None and self.config is not None:
+            from .._config._store_options import config_store_kind
+
+            return config_store_kind(self.config)
+        url = self.store or "memory"
+        return ("memory", None) if url == "memory" else ("sql", url)
+
 
 def _import_factory(path: str) -> AgencyFactory:
     module_name, _, attribute = path.partition(":")
@@ -137,7 +160,7 @@ def app_from_env() -> FastAPI:
     settings = ServeSettings.from_env()
     settings.check()
     app = create_app(
-        settings.agency_factory(), store=settings.store, auth_token=settings.auth_token(),
+        settings.agency_factory(), store=settings.thread_store(), auth_token=settings.auth_token(),
         max_body_bytes=settings.max_body_bytes,
     )
     # Everything built so far (modules, openai's thousand pydantic schemas, the agency) lives as long as the
@@ -152,6 +175,30 @@ def _shared_between_processes(url: str) -> bool:
     return url.partition("://")[0].lower() in POSTGRES_SCHEMES
 
 
+def _check_shared_store(settings: ServeSettings, workers: int) -> None:
+    """Several workers need one store they all lock turns in: PostgreSQL, from --store or the agency file."""
+    kind, url = settings.store_kind()
+    if kind == "sql" and url is not None and _shared_between_processes(url):
+        return
+    needs = f"--workers {workers} needs a store the workers share and lock turns in"
+    if settings.store is not None or settings.config is None:
+        scheme = settings.store.partition("://")[0] if settings.store and "://" in settings.store else "memory"
+        sqlite = " (SQLite cannot lock a turn across processes)" if scheme in SQLITE_SCHEMES else ""
+        raise ConfigError(f"{needs}: --store postgresql://user@host:5432/db, not {scheme!r}{sqlite}.")
+    named = {"memory": "keeps chats in memory (it has no `store:`)", "file": "is a file store",
+             "sqlite": "is SQLite, which cannot lock a turn across processes"}.get(kind, "is not PostgreSQL")
+    raise ConfigError(
+        f"{needs}, and the agency file's store {named}: pass --store postgresql://user@host:5432/db, or set "
+        "`store: {type: sql, url_env: VAR}` in the file with a postgresql:// URL in VAR."
+    )
+
+
+def _describe_store(settings: ServeSettings) -> str:
+    kind, url = settings.store_kind()
+    where = "--store" if settings.store is not None else ("the agency file's store" if settings.config else "default")
+    return f"{redact_url(url)} ({where})" if url is not None else f"{kind} ({where})"
+
+
 def serve(
     settings: ServeSettings,
     *,
@@ -161,24 +208,24 @@ def serve(
     log_level: str = "info",
     access_log: bool = True,
 ) -> None:
-    """Run the app with uvicorn until interrupted; `workers` processes share the store (PostgreSQL for > 1)."""
+    """Run the app with uvicorn until interrupted; `workers` processes share the store (PostgreSQL for > 1): --store,
+    else the store the agency file names, else memory."""
     settings.check()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"--workers must be an int >= 1, got {workers!r}.")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535, got {port!r}.")
-    if workers > 1 and not _shared_between_processes(settings.store):
-        scheme = settings.store.partition("://")[0] if "://" in settings.store else settings.store
-        sqlite = " (SQLite cannot lock a turn across processes)" if scheme in SQLITE_SCHEMES else ""
-        raise ConfigError(
-            f"--workers {workers} needs a store the workers share and lock turns in: --store "
-            f"postgresql://user@host:5432/db, not {scheme!r}{sqlite}."
-        )
+    if workers > 1:
+        _check_shared_store(settings, workers)
     settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, once, not in every worker
     import uvicorn
 
     os.environ.update(settings.to_env())  # worker processes inherit it
-    logger.info("Serving on %s:%d with %d worker(s), store %s", host, port, workers, redact_url(settings.store))
+    store = _describe_store(settings)
+    logger.info("Serving on %s:%d with %d worker(s), store %s", host, port, workers, store)
+    if store.startswith("memory"):  # said, not silent: a restart loses every chat
+        logger.warning("Chats are kept in memory and lost when the server stops; --store (or `store:` in the agency "
+                       "file) keeps them.")
     uvicorn.run(
         "agency_swarm.serving:app_from_env", factory=True, host=host, port=port, workers=workers,
         log_level=log_level, access_log=access_log,
