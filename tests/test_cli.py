@@ -282,6 +282,19 @@ def test_unknown_agent_chat_id_models_and_toolkits(project: Path) -> None:
     assert "write FILE.py:NAME" in one_error_line(["run", str(project / "agency.yaml"), "--models", "justaname"])
     err = one_error_line(["run", str(project / "agency.yaml"), "--models", f"{project / 'cli_models.py'}:team"])
     assert "unknown toolkit 'deploy'" in err  # the config needs --toolkits
+    assert "pass --toolkits FILE.py:NAME, NAME a {toolkit name: [tool, ...]} mapping" in err  # the flag, not Python's
+    assert "from_config" not in err
+
+
+def test_cli_errors_name_the_cli_options_not_python_arguments(project: Path) -> None:
+    (project / "stray.py").write_text(
+        "from agency_swarm.testing import ScriptedModel\nMODELS = {'Nobody': ScriptedModel([])}\n"
+    )
+    toolkits = f"{project / 'cli_models.py'}:TOOLKITS"
+    err = one_error_line(["run", str(project / "agency.yaml"), "--models", f"{project / 'stray.py'}:MODELS",
+                          "--toolkits", toolkits, "-m", "hi"])
+    assert "--models names 'Nobody', which is neither an agent nor a model name" in err
+    assert "models=" not in err
 
 
 def test_load_python_object_reports_broken_files_and_functions(tmp_path: Path) -> None:
@@ -305,8 +318,9 @@ def test_load_python_object_reports_broken_files_and_functions(tmp_path: Path) -
 
 def test_visualize_prints_mermaid_and_writes_html(project: Path) -> None:
     toolkits = f"{project / 'cli_models.py'}:TOOLKITS"
-    code, out, _ = invoke(["visualize", str(project / "agency.yaml"), "--toolkits", toolkits])
+    code, out, _ = invoke(["visualize", str(project / "agency.yaml")])  # the file alone: no --toolkits, no --models
     assert code == 0
+    assert invoke(["visualize", str(project / "agency.yaml"), "--toolkits", toolkits])[1] == out  # still accepted
     assert out == (
         "flowchart TD\n"
         '    user(["user"])\n'
@@ -319,7 +333,7 @@ def test_visualize_prints_mermaid_and_writes_html(project: Path) -> None:
     )
     page = project / "out" / "chart.html"
     page.parent.mkdir()
-    args = ["visualize", str(project / "agency.yaml"), "--format", "html", "-o", str(page), "--toolkits", toolkits]
+    args = ["visualize", str(project / "agency.yaml"), "--format", "html", "-o", str(page)]
     code, out, _ = invoke(args)
     assert code == 0
     assert out == f"Wrote the html chart of 2 agents to {page}\n"
@@ -338,7 +352,29 @@ def test_visualize_refuses_an_unknown_format_and_an_unwritable_output(project: P
     assert "Cannot write" in err
 
 
+def test_visualize_draws_without_building_tools_models_or_the_store(project: Path) -> None:
+    (project / "agency.yaml").write_text(AGENCY_YAML + "store: {type: sqlite, path: chats.db}\n")
+    code, out, _ = invoke(["visualize", str(project / "agency.yaml"), "--format", "html"])
+    assert code == 0
+    assert 'data-from="CEO" data-to="Developer"' in out
+    assert not (project / "chats.db").exists()  # nothing opened
+    (project / "agency.yaml").write_text(AGENCY_YAML.replace("workers: [Developer]", "workers: [Nobody]"))
+    assert "the chart names 'Nobody'" in one_error_line(["visualize", str(project / "agency.yaml")])
+
+
+def test_help_shows_the_toolkits_mapping_and_version_prints_the_installed_one() -> None:
+    from importlib.metadata import version
+
+    for command in ("run", "serve"):
+        shown = " ".join(runner.invoke(app, [command, "--help"]).stdout.replace("│", " ").split())
+        assert "a {toolkit name: [tool, ...]} mapping" in shown  # not eaten as rich markup
+    code, out, _ = invoke(["--version"])
+    assert code == 0
+    assert out == f"agency-swarm {version('agency-swarm-sdk')}\n"
+
+
 def test_demo_command_prints_the_readme_output() -> None:
+    assert invoke(["demo", "-m", "Ship it"])[1].splitlines()[1] == "user -> CEO: Ship it"  # -m, as for run
     code, out, _ = invoke(["demo", "--message", "Ship the pricing page"])
     assert code == 0
     lines = out.splitlines()

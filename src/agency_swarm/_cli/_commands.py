@@ -44,8 +44,27 @@ def run_app(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("agency-swarm-sdk")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            installed = "unknown (not installed)"
+        typer.echo(f"agency-swarm {installed}")
+        raise typer.Exit(0)
+
+
 @app.callback(invoke_without_command=True)
-def _overview(context: typer.Context) -> None:
+def _overview(
+    context: typer.Context,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Print the installed version and exit.", callback=_print_version,
+                     is_eager=True),
+    ] = False,
+) -> None:
     if context.invoked_subcommand is None:  # a short reminder, like git's, rather than the full help page
         commands = ", ".join(sorted(context.command.commands))  # type: ignore[attr-defined]
         typer.echo(f"usage: agency-swarm COMMAND [ARGS]...\n\ncommands: {commands}\n")
@@ -71,21 +90,40 @@ def print_error(message: str) -> None:
 def load_agency(
     config: Path, *, threads_dir: Path | None = None, models: str | None = None, toolkits: str | None = None
 ) -> Agency:
-    """The agency of a config file, or a one-line error and exit code 2."""
+    """The agency of a config file, or a one-line error and exit code 2; errors name --models and --toolkits."""
     from .._agency._agency import Agency
+    from .._config._loader import load_agency as from_config
+    from .._config._source import CLI_ARGUMENTS
 
+    _check_config_path(config)
+    try:
+        return from_config(
+            Agency, config, threads_dir=threads_dir,
+            models=None if models is None else load_python_object("--models", models),
+            toolkits=None if toolkits is None else load_python_object("--toolkits", toolkits),
+            arguments=CLI_ARGUMENTS,
+        )
+    except (AgencySwarmError, OSError) as error:
+        fail(str(error))
+
+
+def load_chart(config: Path) -> Agency:
+    """The agency of a config file for drawing only (no tools, models or store needed), or a one-line error."""
+    from .._agency._agency import Agency
+    from .._config._loader import load_chart as chart_of
+
+    _check_config_path(config)
+    try:
+        return chart_of(Agency, config)
+    except (AgencySwarmError, OSError) as error:
+        fail(str(error))
+
+
+def _check_config_path(config: Path) -> None:
     if not config.exists():
         fail(f"Config file not found: {config}. Pass the path of an agency's YAML or JSON file.")
     if not config.is_file():
         fail(f"{config} is not a file. Pass the path of an agency's YAML or JSON file.")
-    try:
-        return Agency.from_config(
-            config, threads_dir=threads_dir,
-            models=None if models is None else load_python_object("--models", models),
-            toolkits=None if toolkits is None else load_python_object("--toolkits", toolkits),
-        )
-    except (AgencySwarmError, OSError) as error:
-        fail(str(error))
 
 
 # -- commands ------------------------------------------------------------------------------------------------------
@@ -98,7 +136,7 @@ ToolkitsOption = Annotated[
     typer.Option(
         "--toolkits",
         help="The toolkits the config's agents name: FILE.py:NAME or module:NAME, NAME being a {toolkit name: "
-        "[tool, ...]} mapping or a function returning one.",
+        "\\[tool, ...]} mapping or a function returning one.",  # \[: a literal bracket, not rich markup
         show_default=False,
     ),
 ]
@@ -264,11 +302,12 @@ def visualize_command(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.", show_default=False)
     ] = None,
-    models: ModelsOption = None,
-    toolkits: ToolkitsOption = None,
+    models: Annotated[str | None, typer.Option("--models", hidden=True)] = None,
+    toolkits: Annotated[str | None, typer.Option("--toolkits", hidden=True)] = None,
 ) -> None:
-    """Draw the agency's chart: who the user may address and who may message whom."""
-    agency = load_agency(config, models=models, toolkits=toolkits)
+    """Draw the agency's chart: who the user may address and who may message whom (from the file alone)."""
+    del models, toolkits  # accepted as before, but a drawing needs neither tools nor models
+    agency = load_chart(config)
     text = agency.visualize(format.value)
     if output is None:
         sys.stdout.write(text)
@@ -282,7 +321,7 @@ def visualize_command(
 
 @app.command("demo")
 def demo_command(
-    message: Annotated[str, typer.Option("--message", help="What the user asks the CEO.")] = DEFAULT_MESSAGE,
+    message: Annotated[str, typer.Option("--message", "-m", help="What the user asks the CEO.")] = DEFAULT_MESSAGE,
 ) -> None:
     """Stream a CEO -> Developer -> QA agency to the terminal (offline unless OPENAI_API_KEY is set)."""
     from ._demo import main as demo_main

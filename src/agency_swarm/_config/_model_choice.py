@@ -51,6 +51,6 @@ def check_model_keys(source: Source, spec: FileSpec, choice: Model | dict[str, M
     stray = [key for key in choice if key not in known]
     if stray:
         raise ConfigError(
-            f"models= names {', '.join(map(repr, stray))}, which is neither an agent nor a model name in "
-            f"{source.shown}; agents: {', '.join(spec.agents)}."
+            f"{source.arguments.models} names {', '.join(map(repr, stray))}, which is neither an agent nor a model "
+            f"name in {source.shown}; agents: {', '.join(spec.agents)}."
         )

@@ -20,12 +20,26 @@ def key_name(loc: Loc) -> str:
     return text
 
 
+@dataclass(frozen=True, kw_only=True)
+class ArgumentNames:
+    """How the caller hands over what a file only names, for errors to say: Python arguments or command-line options."""
+
+    toolkits: str = "from_config(..., toolkits={'name': [tool, ...]})"
+    models: str = "models="
+
+
+PYTHON_ARGUMENTS = ArgumentNames()
+CLI_ARGUMENTS = ArgumentNames(toolkits="--toolkits FILE.py:NAME, NAME a {toolkit name: [tool, ...]} mapping",
+                              models="--models")
+
+
 @dataclass(kw_only=True)
 class Source:
     """The file being loaded: how to name it, where it lives, which line each key is on."""
 
     shown: str
     directory: str
+    arguments: ArgumentNames = PYTHON_ARGUMENTS
     lines: dict[Loc, int] = field(default_factory=dict)
     non_text_keys: dict[Loc, list[tuple[str, int]]] = field(default_factory=dict)
     """Keys YAML reads as something other than text (`yes`, `1`), as written, with their lines."""

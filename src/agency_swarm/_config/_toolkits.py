@@ -55,7 +55,7 @@ def pick_tools(source: Source, loc: Loc, spec: AgentSpec, registry: dict[str, li
         pick_loc: Loc = (*loc, "toolkits", index)
         available = registry.get(pick.toolkit)
         if available is None:
-            known = ", ".join(registry) or "none (pass from_config(..., toolkits={'name': [tool, ...]}))"
+            known = ", ".join(registry) or f"none (pass {source.arguments.toolkits})"
             raise source.error(f"unknown toolkit {pick.toolkit!r}. Known toolkits: {known}.", pick_loc)
         if pick.tools is None:
             tools = available

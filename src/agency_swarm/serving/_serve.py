@@ -106,12 +106,15 @@ class ServeSettings:
         config, models, toolkits = str(self.config), self.models, self.toolkits
 
         def from_config(store: ThreadStore) -> Agency:
+            from .._config._loader import load_agency
             from .._config._python_object import load_python_object  # the same FILE.py:NAME rules as `agency-swarm run`
+            from .._config._source import CLI_ARGUMENTS
 
-            return Agency.from_config(
-                config, thread_store=store,
+            return load_agency(
+                Agency, config, thread_store=store,
                 models=None if models is None else load_python_object("--models", models),
                 toolkits=None if toolkits is None else load_python_object("--toolkits", toolkits),
+                arguments=CLI_ARGUMENTS,  # errors name --models / --toolkits, as `serve` was given them
             )
 
         return from_config
