@@ -169,16 +169,44 @@ def test_run_approves_a_tool_call_when_the_user_says_y(project: Path) -> None:
 def test_run_rejects_a_tool_call_on_n_and_asks_again_on_other_answers(project: Path) -> None:
     code, out, _ = invoke(run_args(project, "approvals", "-m", "Ship"), input="maybe\nn\n")
     assert code == 0
-    assert "? [y/n] maybe\nPlease answer y or n.\nApprove Developer's call" in out
+    asked_again = "? [y/n] maybe\nPlease answer y or n (or exit to quit, leaving the turn paused).\nApprove Developer's"
+    assert asked_again in out
     assert "  Developer <- deploy: The user rejected this call to 'deploy'" in out
     assert "deployed to prod" not in out
 
 
-def test_run_rejects_when_input_ends_before_an_answer(project: Path) -> None:
-    code, out, _ = invoke(run_args(project, "approvals", "-m", "Ship"), input="")
+@pytest.mark.parametrize("answer", ["", "exit\n", "quit\n"])
+def test_exit_or_end_of_input_at_an_approval_question_quits_leaving_the_turn_paused(
+    project: Path, answer: str
+) -> None:
+    code, out, _ = invoke(run_args(project, "approvals", "-m", "Ship", "--threads-dir", str(project / "t")), answer)
     assert code == 0
-    assert "No answer (end of input): rejected." in out
-    assert "The user rejected this call" in out
+    assert out.endswith("Quitting without a decision: the turn stays paused; run this chat again to decide.\n")
+    assert "Please answer y or n" not in out
+    assert "The user rejected this call" not in out
+    assert "deployed to prod" not in out
+    code, out, _ = invoke(run_args(project, "approvals", "--threads-dir", str(project / "t")), "y\nexit\n")
+    assert code == 0
+    assert "Developer <- deploy: deployed to prod" in out  # still waiting, decided in the next session
+
+
+def test_run_on_a_paused_chat_says_so_at_start_and_asks_for_the_decisions_first(project: Path) -> None:
+    stored = ["--threads-dir", str(project / "t"), "--chat-id", "ops"]
+    assert invoke(run_args(project, "approvals", "-m", "Ship", *stored), "exit\n")[0] == 0  # left paused
+    code, out, _ = invoke(run_args(project, "approvals", *stored), "y\nexit\n")  # a new session on that chat
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1] == "This chat is paused: a tool call waits for your approval. Decide first; then send your message."
+    assert lines[2:] == [
+        "CEO -> Developer: ship it",  # how the turn got there
+        '  Developer calls deploy({"env": "prod"})',
+        '  Developer wants to call deploy({"env": "prod"}): waiting for your approval',
+        'Approve Developer\'s call deploy({"env": "prod"})? [y/n] y',  # the first line typed answers the question
+        "  Developer <- deploy: deployed to prod",
+        "  Developer: deploy finished",
+        "CEO: Shipped.",
+        "you: exit",
+    ]
 
 
 def test_a_failed_turn_is_one_red_line_and_exit_1(project: Path) -> None:

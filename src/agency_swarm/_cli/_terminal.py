@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .._turn._results import Interruption, ResponseStream, RunResult
 
 EXIT_WORDS = frozenset({"exit", "quit"})
+"""Typed at any prompt (a message or a y/n question), like Ctrl-D: end the session."""
 INTERRUPTED = 130
 """The shell's code for "stopped by Ctrl-C"."""
 
@@ -117,6 +118,10 @@ def waiting_text(event: Event) -> str | None:
             return None
 
 
+class QuitChat(Exception):
+    """`exit`, `quit` or Ctrl-D at an approval question: end the session, leaving the turn paused (undecided)."""
+
+
 @dataclass(kw_only=True)
 class Outcome:
     """How one streamed turn (or resume) ended."""
@@ -170,7 +175,30 @@ class TerminalChat:
 
     # -- whole sessions ----------------------------------------------------------------------------------
     def interact(self) -> int:
-        """Read messages until `exit`, Ctrl-D or Ctrl-C at the prompt; returns the exit code."""
+        """Decide what a paused chat waits for, then read messages until `exit`, Ctrl-D or Ctrl-C at a prompt;
+        returns the exit code."""
+        try:
+            waited = self.settle_waiting_calls()
+        except QuitChat:
+            return 0
+        if waited is not None and waited.exit_requested:
+            return INTERRUPTED
+        return self._read_messages()
+
+    def settle_waiting_calls(self) -> Outcome | None:
+        """A chat an earlier session left paused says so at once and asks for its decisions before any message
+        (the resumed turn first shows how it got there); None when nothing waits."""
+        manager = self.agency.thread_manager
+        if manager.store is not None:
+            self.runner.run(manager.ensure_loaded(self.chat_id))
+        waiting = sum(len(calls) for calls in manager.waiting_calls(self.chat_id).values())
+        if not waiting:
+            return None
+        calls = "a tool call waits" if waiting == 1 else f"{waiting} tool calls wait"
+        self.printer.say(f"This chat is paused: {calls} for your approval. Decide first; then send your message.")
+        return self._settle(self._run(lambda: self.agency.resume_stream(self.chat_id)))
+
+    def _read_messages(self) -> int:
         while True:
             try:
                 line = self.read("you: ").strip()
@@ -186,6 +214,8 @@ class TerminalChat:
                 continue
             try:
                 outcome = self.send(line)
+            except QuitChat:
+                return 0
             except Exception as error:  # a failed turn ends that turn, not the chat
                 self.report_error(f"{type(error).__name__}: {error}")
                 continue
@@ -193,8 +223,12 @@ class TerminalChat:
                 return INTERRUPTED
 
     def send_once(self, message: str) -> int:
-        """One turn for scripts: 0 when it finished, 130 when Ctrl-C cancelled it. Errors propagate."""
-        outcome = self.send(message)
+        """One turn for scripts: 0 when it finished (or `exit` / end of input at an approval question left it
+        paused), 130 when Ctrl-C cancelled it. Errors propagate."""
+        try:
+            outcome = self.send(message)
+        except QuitChat:
+            return 0
         return INTERRUPTED if outcome.cancelled else 0
 
     # -- one message ---------------------------------------------------------------------------------------
@@ -240,14 +274,17 @@ class TerminalChat:
         while True:
             try:
                 answer = self.read(question).strip().lower()
-            except EOFError:
-                self.printer.say("\nNo answer (end of input): rejected.")
-                return False
+            except EOFError:  # Ctrl-D, or a script's input ran out: quit, as `exit` does, deciding nothing
+                self.printer.say("")
+                answer = "exit"
             if answer in ("y", "yes"):
                 return True
             if answer in ("n", "no"):
                 return False
-            self.printer.say("Please answer y or n.")
+            if answer in EXIT_WORDS:
+                self.printer.say("Quitting without a decision: the turn stays paused; run this chat again to decide.")
+                raise QuitChat
+            self.printer.say("Please answer y or n (or exit to quit, leaving the turn paused).")
 
     # -- one stream ----------------------------------------------------------------------------------------
     def _run(self, open_stream: Callable[[], ResponseStream]) -> Outcome:
