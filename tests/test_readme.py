@@ -1,0 +1,248 @@
+"""README.md is tested: every fenced `bash` and `python` block runs, offline, in order, unless a marker says otherwise.
+
+A marker is an HTML comment on the lines just before a block (GitHub does not show it):
+- `<!-- readme-test: skip (why) -->`: not run (e.g. it needs an API key); counted and reported.
+- `<!-- readme-test: except "PREFIX" (why) -->` on a bash block: its commands run, those starting with PREFIX not.
+- `<!-- readme-test: output-of "COMMAND" -->`: the block is exactly what COMMAND (run earlier) printed.
+- `<!-- readme-test: file NAME -->`: the block is written to NAME in the scratch directory (later blocks use it).
+- `<!-- readme-test: serve -->`: the serving block. A real `agency-swarm serve` (a scripted agency, the token in
+  API_TOKEN) listens on 127.0.0.1:8000, or on a free port when 8000 is taken, and the README's exact `curl` line
+  runs against it (only `localhost:8000` is rewritten then).
+
+Commands run with OPENAI_API_KEY unset and `.venv/bin` first on PATH: `bash scripts/...` from the repository root
+(as the set-up says), the others in a scratch directory; optional arguments written `[like this]` are left out.
+Python blocks run one after another with top-level `await` allowed, each in a namespace that first holds offline
+stand-ins the README assumes: `ceo`, `dev`, `agency` (scripted models) and `web_search`; a block may redefine them.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import io
+import json
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agency_swarm import Agency, Agent, function_tool
+from agency_swarm.testing import ModelCall, ScriptedModel, Step, send_message
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+BIN = Path(sys.executable).parent
+MARKER = re.compile(r"<!--\s*readme-test:\s*(?P<mode>[\w-]+)(?P<rest>.*?)-->", re.DOTALL)
+FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```\n", re.DOTALL | re.MULTILINE)
+SERVE_TOKEN = "readme-test-token"
+COMMAND_TIMEOUT_S = 60
+
+
+@dataclass
+class Block:
+    lang: str
+    body: str
+    line: int
+    mode: str | None = None
+    argument: str = ""
+
+    def quoted(self) -> list[str]:
+        return re.findall(r'"([^"]+)"', self.argument)
+
+    def commands(self) -> list[str]:
+        """The block's shell commands: one a line, comments and `[optional arguments]` left out."""
+        found = []
+        for line in self.body.splitlines():
+            command = re.sub(r"\s+\[[^\]]*\]", "", _without_comment(line)).strip()
+            if command:
+                found.append(command)
+        return found
+
+
+def _without_comment(line: str) -> str:
+    """`cmd --x 'a # b'  # note` -> `cmd --x 'a # b'`: a `#` starts a comment only outside quotes, after a space."""
+    quote = None
+    for index, char in enumerate(line):
+        if quote is not None:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or line[index - 1].isspace()):
+            return line[:index]
+    return line
+
+
+def readme_blocks(text: str) -> list[Block]:
+    blocks = []
+    for found in FENCE.finditer(text):
+        before = text[: found.start()].rstrip()
+        block = Block(lang=found["lang"], body=found["body"], line=text.count("\n", 0, found.start()) + 1)
+        marker = MARKER.search(before.rsplit("\n\n", 1)[-1]) if before.endswith("-->") else None
+        if marker is not None:
+            block.mode, block.argument = marker["mode"], marker["rest"].strip()
+        blocks.append(block)
+    return blocks
+
+
+# -- offline stand-ins for what the README's fragments assume --------------------------------------------------
+
+
+def _ceo_script(call: ModelCall) -> Step:
+    if not call.tool_outputs:
+        return send_message("Developer", f"Please do: {call.last_user_message}")
+    return f"Done: {call.tool_outputs[-1]}"
+
+
+def stand_ins() -> dict[str, Any]:
+    @function_tool
+    def web_search(query: str) -> str:
+        """Search the web."""
+        return f"results for {query}"
+
+    ceo = Agent(name="CEO", description="Talks to the user.", model=ScriptedModel(_ceo_script))
+    dev = Agent(name="Developer", description="Writes code.", model=ScriptedModel.each_turn(["written"]))
+    return {"ceo": ceo, "dev": dev, "agency": Agency([ceo, [ceo, dev]]), "web_search": web_search}
+
+
+# -- running blocks ----------------------------------------------------------------------------------------------
+
+
+def command_env(**extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"}
+    env["PATH"] = os.pathsep.join([str(BIN), env.get("PATH", "")])
+    env.update(extra)
+    return env
+
+
+def run_command(command: str, scratch: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    where = ROOT if command.startswith("bash scripts/") else scratch
+    done = subprocess.run(
+        command, shell=True, cwd=where, env=command_env(**env), capture_output=True, text=True,
+        timeout=COMMAND_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, f"README command `{command}` failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+    return done
+
+
+def run_python(block: Block, namespace: dict[str, Any]) -> None:
+    namespace.update(stand_ins())
+    code = compile(block.body, f"README.md:{block.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    with contextlib.redirect_stdout(io.StringIO()):
+        pending = eval(code, namespace)  # a coroutine when the block awaits at top level
+        if pending is not None:
+            asyncio.run(_finish(pending))
+
+
+async def _finish(pending: Any) -> None:
+    await pending
+
+
+def write_file(block: Block, scratch: Path) -> None:
+    target = scratch / block.argument.split()[0]
+    target.write_text(block.body)
+    for named in re.findall(r"instructions_file:\s*([^\s,}]+)", block.body):  # files it names, so it loads
+        (target.parent / named).parent.mkdir(parents=True, exist_ok=True)
+        (target.parent / named).write_text("Write the answer.")
+
+
+@dataclass
+class Tally:
+    python: int = 0
+    commands: int = 0
+    outputs: int = 0
+    files: int = 0
+    not_run: list[str] = field(default_factory=list)
+
+
+def test_every_readme_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # files the blocks write land here
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("API_TOKEN", SERVE_TOKEN)
+    tally = Tally()
+    printed: dict[str, str] = {}  # command -> its stdout, for output-of blocks
+    namespace: dict[str, Any] = {}  # shared by the python blocks, as in one notebook
+    for block in readme_blocks(README.read_text()):
+        where = f"README.md:{block.line}"
+        if block.mode in ("skip", "serve"):  # serve: test_the_readme_serving_block_answers_its_curl_line
+            tally.not_run.append(f"{where} {block.mode} {block.argument}")
+        elif block.mode == "output-of":
+            assert printed[block.quoted()[0]] == block.body, f"{where} is not what the command prints"
+            tally.outputs += 1
+        elif block.mode == "file":
+            write_file(block, tmp_path)
+            tally.files += 1
+        elif block.lang == "python":
+            run_python(block, namespace)
+            tally.python += 1
+        elif block.lang == "bash":
+            excluded = block.quoted() if block.mode == "except" else []
+            for command in block.commands():
+                if any(command.startswith(prefix) for prefix in excluded):
+                    tally.not_run.append(f"{where} `{command}`: {block.argument}")
+                    continue
+                printed[command] = run_command(command, tmp_path).stdout
+                tally.commands += 1
+        else:
+            assert block.mode is None, f"{where}: marker {block.mode!r} on a {block.lang or 'text'} block"
+    print(f"README: {tally.python} python blocks and {tally.commands} commands ran, {tally.outputs} outputs "
+          f"compared, {tally.files} files written; not run: {tally.not_run}")
+    assert tally.python >= 8, tally
+    assert tally.commands >= 4, tally
+    assert tally.outputs == 1, tally
+    assert any("bash scripts/test.sh" in skipped for skipped in tally.not_run), "the test command is not run"
+
+
+# -- the serving block: a real server and the README's curl line ---------------------------------------------------
+
+SERVED_AGENCY = """\
+agents:
+  CEO: {description: Talks to the user., model: gpt-4.1-mini, instructions: Delegate.}
+  Developer: {description: Does the work., model: gpt-4.1-mini}
+chart: {supervisor: CEO, workers: [Developer]}
+"""
+
+
+def readme_port() -> int:
+    """8000, as the README's curl line says, when it is free; else any free port (the line is rewritten)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", 8000))
+        except OSError:
+            probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_the_readme_serving_block_answers_its_curl_line(tmp_path: Path) -> None:
+    from serving_app import ceo_answer
+    from serving_support import start_serve
+
+    [block] = [block for block in readme_blocks(README.read_text()) if block.mode == "serve"]
+    commands = block.commands()
+    [curl] = [command for command in commands if command.startswith("curl ")]
+    assert any(command.startswith("agency-swarm serve agency.yaml") for command in commands)
+    assert "API_TOKEN" in next(command for command in commands if command.startswith("export "))
+    config = tmp_path / "agency.yaml"
+    config.write_text(SERVED_AGENCY)
+    port = readme_port()
+    server = start_serve(
+        [str(config), "--models", "serving_app:config_models", "--auth-token-env", "API_TOKEN"],
+        port=port, env={"API_TOKEN": SERVE_TOKEN},
+    )
+    try:
+        line = curl if port == 8000 else curl.replace("localhost:8000", f"localhost:{port}")
+        answer = run_command(line, tmp_path, API_TOKEN=SERVE_TOKEN).stdout
+    finally:
+        server.stop()
+    body = json.loads(answer)
+    assert re.fullmatch(ceo_answer(1, "Build it"), body["final_output"]), body  # the scripted CEO answered
+    assert body["chat_id"] == "c42"
+    assert shlex.split(curl)[:3] == ["curl", "-H", "Authorization: Bearer $API_TOKEN"]  # the token from the env
