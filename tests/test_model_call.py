@@ -1,4 +1,4 @@
-"""One model-call path: a streamed call gives the hooks and usage what a blocking call gives."""
+"""One model-call path: a streamed call gives the hooks and usage what a blocking call gives; one-item shortcuts."""
 
 from __future__ import annotations
 
@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 from agents import AgentHooks, ModelResponse, Usage
-from openai.types.responses import ResponseUsage
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputRefusal,
+    ResponseOutputText,
+    ResponseReasoningItem,
+    ResponseUsage,
+)
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from agency_swarm import Agency, Agent
@@ -63,3 +70,52 @@ async def test_on_llm_end_and_usage_keep_token_details_in_both_modes(streaming: 
     assert hooks.usages == [(1, 10, 5, 3, 2)]
     usage = result.usage
     assert (usage.input_tokens_details.cached_tokens, usage.output_tokens_details.reasoning_tokens) == (3, 2)
+
+
+def _generic(output: list[Any]) -> list[Any]:
+    """The same response with a reasoning item in front: `next_step` then takes its generic scan, which skips it."""
+    reasoning = ResponseReasoningItem(id="rs_1", summary=[], type="reasoning")
+    return [reasoning, *output]
+
+
+@pytest.mark.parametrize("kind", ["call", "send", "unknown", "text", "empty text", "refusal"])
+def test_one_item_next_step_equals_the_generic_scan(kind: str) -> None:
+    from types import SimpleNamespace
+
+    from agency_swarm._turn._steps import FinalOutput, RunTools, next_step
+
+    call = ResponseFunctionToolCall(
+        type="function_call", call_id="call_1", name={"send": "send_message", "unknown": "nope"}.get(kind, "ping"),
+        arguments="{}",
+    )
+    part: Any = (
+        ResponseOutputRefusal(type="refusal", refusal="no") if kind == "refusal"
+        else ResponseOutputText(type="output_text", text="" if kind == "empty text" else "hi", annotations=[])
+    )
+    message = ResponseOutputMessage(id="m", type="message", role="assistant", status="completed", content=[part])
+    item = call if kind in ("call", "send", "unknown") else message
+    setup: Any = SimpleNamespace(schema=None, can_send=True, function_tools={"ping": object()})
+    turn: Any = SimpleNamespace(agent=SimpleNamespace(name="A"), run=SimpleNamespace(chat_id="c"), depth=0)
+
+    def outcome(output: list[Any]) -> Any:
+        try:
+            step = next_step(turn, setup, output)
+        except Exception as error:
+            return type(error), str(error)
+        if isinstance(step, RunTools):
+            return "run tools", step.calls, list(step.mcp_approvals)
+        assert isinstance(step, FinalOutput)
+        return "final", step.output
+
+    assert outcome([item]) == outcome(_generic([item]))
+
+
+def test_one_item_is_stored_as_the_generic_conversion_stores_it() -> None:
+    from agency_swarm._base._items import stored_item
+    from agency_swarm._turn._outputs import unusual_items
+
+    call = ResponseFunctionToolCall(type="function_call", call_id="call_1", name="ping", arguments="{}")
+    text = ResponseOutputText(type="output_text", text="hi", annotations=[])
+    message = ResponseOutputMessage(id="m", type="message", role="assistant", status="completed", content=[text])
+    for item in (call, message):
+        assert [stored_item(item)] == unusual_items([item], [])
