@@ -289,7 +289,9 @@ async def test_delete_chat_forgets_it_here_and_in_the_store() -> None:
     await agency.get_response("hi", chat_id="kept")
     await agency.thread_manager.delete_chat("gone")
     assert await store.list_chats() == ["kept"]
-    assert agency.thread_manager.get_threads("gone") == {}
+    with pytest.raises(ConfigError, match=r"not loaded in this process .* `await agency.get_threads\('gone'\)"):
+        agency.thread_manager.get_threads("gone")  # not held here: {} would only say what memory lacks
+    assert await agency.get_threads("gone") == {}  # what the store holds
     result = await agency.get_response("again", chat_id="gone")  # starts afresh
     assert result.new_items[0] == {"role": "user", "content": "again"}
     assert len(agency.thread_manager.get_thread("gone", "user", "Solo").items) == 2

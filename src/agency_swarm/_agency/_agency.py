@@ -212,6 +212,17 @@ class Agency:
             )
         )
 
+    # -- reading chats -----------------------------------------------------------------------------
+    async def get_threads(self, chat_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
+        """A chat's threads as {thread key like "user->CEO": [items]}, read from the store if this process has not
+        loaded the chat yet; `{}` for a chat that has nothing. The lists and items are copies.
+
+        Waits for a turn of the chat that is running (in this process, or in any process sharing the store), so it
+        never returns half a turn. `thread_manager.get_threads` reads only what this process holds in memory.
+        """
+        chat = check_chat_id(DEFAULT_CHAT_ID if chat_id is None else chat_id)
+        return await self.thread_manager.read_threads(chat)
+
     # -- pauses and crashes -------------------------------------------------------------------------
     async def resume(
         self,

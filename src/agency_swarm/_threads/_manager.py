@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
-from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge
+from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, ReentrantTurn
+from .._base._sync import INSIDE
 from ._store import (
     CallbackThreadStore,
     ChatVersion,
@@ -218,8 +220,35 @@ class ThreadManager:
         return thread
 
     def get_threads(self, chat_id: str) -> Threads:
-        """All of a chat's threads as {thread key: items} (lists are copies; items are shared)."""
+        """A chat's threads held in memory, as {thread key: items} (lists are copies; items are shared).
+
+        With a store, a chat this process does not hold (no turn of it ran here, it left memory, or it was deleted)
+        raises ConfigError instead of looking empty: `await agency.get_threads(chat_id)` loads it and reads it.
+        """
+        if self.store is not None and chat_id not in self._chats and chat_id not in self._loaded:
+            raise ConfigError(
+                f"Chat {chat_id!r} is not loaded in this process (no turn of it ran here, it left memory, or it was "
+                f"deleted): read what the store holds with `await agency.get_threads({chat_id!r})`."
+            )
         return {key: list(t.items) for key, t in self._chats.get(chat_id, {}).items()}
+
+    async def read_threads(self, chat_id: str) -> Threads:
+        """A chat's threads as copies, loaded from the store first if need be.
+
+        Waits for a running turn of the chat (and, with a store several processes share, reads what they added), so
+        it never sees half a turn. Called from a tool of that chat's own turn, it reads what the turn holds.
+        """
+        inside = INSIDE.get()
+        if (self, chat_id) in inside:  # this chat's turn is running this code and holds the lock
+            return copied(self._chats.get(chat_id, {}))
+        if (self.store, chat_id) in inside:
+            raise ReentrantTurn(
+                f"Chat {chat_id!r} is running the turn this call comes from, in an agency sharing this store; read "
+                "its threads from that agency.", chat_id=chat_id,
+            )
+        async with self.hold(chat_id):
+            await self.ensure_loaded(chat_id)
+            return copied(self._chats.get(chat_id, {}))
 
     def chat_ids(self) -> list[str]:
         """Chats used in this process (the store may hold more: `await store.list_chats()`)."""
@@ -458,6 +487,11 @@ class ThreadManager:
     async def aclose(self) -> None:
         if self.store is not None:
             await self.store.aclose()
+
+
+def copied(threads: dict[str, ConversationThread]) -> Threads:
+    """{thread key: deep copies of its items}: what a caller may change without changing the chat."""
+    return {key: copy.deepcopy(thread.items) for key, thread in threads.items()}
 
 
 def interrupted_output(call_id: str) -> Item:
