@@ -25,6 +25,11 @@ def msg(n: int) -> dict[str, Any]:
     return {"role": "user", "content": f"message {n}"}
 
 
+def item(key: str, n: int, **extra: Any) -> dict[str, Any]:
+    """A message with keys of its own (the model API ignores extra keys; the store keeps them)."""
+    return {"role": "user", "content": f"{key} {n}", **extra}
+
+
 def line(key: str, item: dict[str, Any]) -> bytes:
     return json.dumps({"k": key, "i": item}, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
@@ -74,7 +79,7 @@ async def test_threads_and_chats_round_trip_in_order(store: FileThreadStore, dir
 
 
 async def test_non_ascii_and_lone_surrogates_round_trip(store: FileThreadStore, directory: Path) -> None:
-    items = [{"text": "héllo ✓ \n \"q\" \u2028"}, {"text": "broken \ud800 surrogate"}]
+    items = [{"role": "user", "content": "héllo ✓ \n \"q\" \u2028"}, {"role": "user", "content": "a \ud800 alone"}]
     await store.append("c", "user->CEO", items)
     assert "héllo ✓".encode() in file_of(directory, "c").read_bytes()
     assert await store.load("c") == {"user->CEO": items}
@@ -83,14 +88,14 @@ async def test_non_ascii_and_lone_surrogates_round_trip(store: FileThreadStore, 
 async def test_concurrent_appends_to_two_threads_of_one_chat_land_intact(store: FileThreadStore) -> None:
     async def write(key: str) -> None:
         for n in range(30):
-            await store.append("c", key, [{"key": key, "n": n, "pad": "x" * 5000}, {"key": key, "n": n, "second": 1}])
+            await store.append("c", key, [item(key, n, pad="x" * 5000), item(key, n, second=1)])
 
     await asyncio.gather(write("user->CEO"), write("CEO->Dev"))
     loaded = await store.load("c")
     for key in ("user->CEO", "CEO->Dev"):
         expected = []
         for n in range(30):
-            expected += [{"key": key, "n": n, "pad": "x" * 5000}, {"key": key, "n": n, "second": 1}]
+            expected += [item(key, n, pad="x" * 5000), item(key, n, second=1)]
         assert loaded[key] == expected
 
 
@@ -162,40 +167,68 @@ async def test_an_append_without_a_load_first_cuts_a_torn_tail(directory: Path) 
     await store.aclose()
 
 
+def moved(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The quarantine reports logged so far: the only channel (no RuntimeWarning: pytest's filterwarnings=error
+    would fail any test that got one)."""
+    return [record.getMessage() for record in caplog.records if " moved to " in record.getMessage()]
+
+
+@pytest.fixture
+def caplog(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.WARNING, logger="agency_swarm._threads._file_store")
+    return caplog
+
+
+REFUSED = "valid JSON, but not an item the model API accepts ("
+NOT_ITEMS = [
+    (b'{"k":"user->CEO","i":{"foo":"bar"}}', REFUSED),
+    (b'{"i":{"foo":"bar"}}', "corrupt line ("),
+    (b'{"k":"user->CEO","i":{"type":"function_call","name":"f"}}', REFUSED + "arguments: "),
+    (b'{"k":"user->CEO","i":{"type":"no_such_kind"}}', "valid JSON, but its type is not one the model API knows"),
+    (b'{"k":"user->CEO","i":{"type":"agency_swarm.approved_run"}}', "valid JSON, but an approval mark without a "),
+]
+
+
 @pytest.mark.parametrize(
-    "bad", [b'{"k":"user->CEO","i":{"role":', b"\x00\x00\x00", b"", b'{"k":"no arrow","i":{}}', b'{"k":"a->b","i":[]}']
+    ("bad", "reason"),
+    [(bad, "corrupt line (") for bad in (
+        b'{"k":"user->CEO","i":{"role":', b"\x00\x00\x00", b"", b'{"k":"no arrow","i":{}}', b'{"k":"a->b","i":[]}'
+    )] + NOT_ITEMS,
 )
-async def test_a_corrupt_middle_line_is_quarantined_with_a_warning(
-    directory: Path, caplog: pytest.LogCaptureFixture, bad: bytes
+async def test_a_corrupt_middle_line_or_one_that_is_no_item_is_quarantined_and_logged_once(
+    directory: Path, caplog: pytest.LogCaptureFixture, bad: bytes, reason: str
 ) -> None:
     first, last = line("user->CEO", msg(1)), line("user->CEO", msg(3))
     path = seed(directory, first + bad + b"\n" + last)
     store = FileThreadStore(directory)
-    with (
-        pytest.warns(RuntimeWarning, match=re.escape(str(path)) + r": line 2 moved to .*quarantine"),
-        caplog.at_level(logging.WARNING, logger="agency_swarm._threads._file_store"),
-    ):
-        assert await store.load("c") == {"user->CEO": [msg(1), msg(3)]}
-    assert f"{path}: line 2 moved" in caplog.text
+    assert await store.load("c") == {"user->CEO": [msg(1), msg(3)]}
+    assert len(moved(caplog)) == 1
+    assert moved(caplog)[0].startswith(f"{path}: line 2 moved to {path}.quarantine: {reason}")
+    assert "bar" not in caplog.text  # never the line's contents
     assert path.read_bytes() == first + last
-    assert (directory / "c.jsonl.quarantine").read_bytes().startswith(b"2\tcorrupt line (")
+    assert (directory / "c.jsonl.quarantine").read_bytes().startswith(b"2\t" + reason.encode())
     assert (directory / "c.jsonl.quarantine").read_bytes().endswith(b"\t" + bad + b"\n")
-    assert await store.load("c") == {"user->CEO": [msg(1), msg(3)]}  # no second warning
+    assert await store.load("c") == {"user->CEO": [msg(1), msg(3)]}
+    assert len(moved(caplog)) == 1  # moved once, reported once
     await store.append("c", "user->CEO", [msg(4)])
     assert await store.load("c") == {"user->CEO": [msg(1), msg(3), msg(4)]}
     await store.aclose()
 
 
-async def test_a_quarantined_function_call_takes_its_output_along(directory: Path) -> None:
+@pytest.mark.parametrize("broken", ["not JSON", "not an item"])
+async def test_a_quarantined_function_call_takes_its_output_along(
+    directory: Path, caplog: pytest.LogCaptureFixture, broken: str
+) -> None:
     broken_call = line("user->CEO", call("c1"))[:-10] + b"\n"
+    if broken == "not an item":
+        broken_call = line("user->CEO", {**call("c1"), "arguments": None})
     kept = [line("user->CEO", msg(1)), line("CEO->Dev", call("c1")), line("CEO->Dev", output("c1"))]
     path = seed(directory, kept[0] + broken_call + kept[1] + line("user->CEO", output("c1")) + kept[2])
     store = FileThreadStore(directory)
-    with pytest.warns(RuntimeWarning) as record:
-        loaded = await store.load("c")
-    messages = [str(warning.message) for warning in record]
+    loaded = await store.load("c")
+    messages = moved(caplog)
     assert len(messages) == 2
-    assert any("line 2 moved" in text and "corrupt line" in text for text in messages)
+    assert any("line 2 moved" in text and ("corrupt line" in text or "not an item" in text) for text in messages)
     assert any("line 4 moved" in text and "function_call_output" in text for text in messages)
     # the other thread's call c1 keeps its output: call ids are per thread
     assert loaded == {"user->CEO": [msg(1)], "CEO->Dev": [call("c1"), output("c1")]}
@@ -205,23 +238,26 @@ async def test_a_quarantined_function_call_takes_its_output_along(directory: Pat
     await store.aclose()
 
 
-async def test_a_quarantined_output_leaves_its_call_for_the_thread_manager(directory: Path) -> None:
+async def test_a_quarantined_output_leaves_its_call_for_the_thread_manager(
+    directory: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     broken_output = b'{"k":"user->CEO","i":{"type":"function_call_o\n'
     seed(directory, line("user->CEO", call("c1")) + broken_output + line("user->CEO", msg(2)))
     store = FileThreadStore(directory)
-    with pytest.warns(RuntimeWarning, match="line 2 moved"):
-        assert await store.load("c") == {"user->CEO": [call("c1"), msg(2)]}
+    assert await store.load("c") == {"user->CEO": [call("c1"), msg(2)]}
+    assert [text.split(": ", 1)[1][:12] for text in moved(caplog)] == ["line 2 moved"]
     await store.aclose()
 
 
-async def test_a_reasoning_item_goes_with_its_quarantined_follower(directory: Path) -> None:
+async def test_a_reasoning_item_goes_with_its_quarantined_follower(
+    directory: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     reasoning = {"type": "reasoning", "id": "rs_1", "summary": []}
     broken = b'{"k":"user->CEO","i":{"ty\n'
     seed(directory, line("user->CEO", msg(1)) + line("user->CEO", reasoning) + broken + line("user->CEO", msg(3)))
     store = FileThreadStore(directory)
-    with pytest.warns(RuntimeWarning) as record:
-        assert await store.load("c") == {"user->CEO": [msg(1), msg(3)]}
-    assert sorted(str(warning.message).split(": line ")[1][:1] for warning in record) == ["2", "3"]
+    assert await store.load("c") == {"user->CEO": [msg(1), msg(3)]}
+    assert sorted(text.split(": line ")[1][:1] for text in moved(caplog)) == ["2", "3"]
     assert "reasoning item" in (directory / "c.jsonl.quarantine").read_text()
     await store.aclose()
 
@@ -236,8 +272,7 @@ async def test_directory_is_0700_and_files_are_0600_whatever_the_umask(directory
         path.write_bytes(path.read_bytes() + b"garbage\n" + line("user->CEO", msg(2)))
         await store.aclose()
         store = FileThreadStore(directory)
-        with pytest.warns(RuntimeWarning, match="line 2"):
-            await store.load("c")
+        await store.load("c")  # line 2 is quarantined: the file is rewritten
         await store.aclose()
     finally:
         os.umask(old)

@@ -177,13 +177,13 @@ async def test_concurrent_appends_to_two_threads_and_many_chats_all_land_in_orde
 
     async def write(chat_id: str, key: str) -> None:
         for n in range(20):
-            await store.append(chat_id, key, [{"n": n, "key": key}])
+            await store.append(chat_id, key, [{"role": "user", "content": key, "n": n}])
 
     await asyncio.gather(*(write(c, key) for c in chats for key in ("user->CEO", "CEO->Developer")))
     for chat_id in chats:
         loaded = await store.load(chat_id)
         for key in ("user->CEO", "CEO->Developer"):
-            assert loaded[key] == [{"n": n, "key": key} for n in range(20)]
+            assert loaded[key] == [{"role": "user", "content": key, "n": n} for n in range(20)]
     await store.aclose()
 
 
@@ -204,7 +204,8 @@ async def test_list_chats_and_delete(backend: Backend) -> None:
 
 async def test_non_ascii_and_nested_items_round_trip(backend: Backend) -> None:
     store, chat_id = await backend.open(), chat()
-    nested = {"type": "message", "content": [{"type": "output_text", "text": "héllo ✓ \n \"quoted\""}], "n": 1.5}
+    text = {"type": "output_text", "text": "héllo ✓ \n \"quoted\"", "annotations": []}
+    nested = {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "content": [text], "n": 1.5}
     await store.append(chat_id, "user->CEO", [nested])
     assert await store.load(chat_id) == {"user->CEO": [nested]}
     await store.aclose()

@@ -77,6 +77,7 @@ class Agency:
             store=thread_store, load_threads_callback=load_threads_callback,
             save_threads_callback=save_threads_callback, max_chats_in_memory=max_chats_in_memory,
         )
+        self.thread_manager.recipients = frozenset(self._chart.agents)  # threads for other agents are not loaded
         self.model_provider = model_provider
         self._wire()
 

@@ -12,7 +12,6 @@ import logging
 import os
 import tempfile
 import urllib.parse
-import warnings
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import aiofiles
 from aiofiles.threadpool.binary import AsyncFileIO
 
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, StoreError
+from ._checks import item_problem
 from ._dir_lock import SEVERAL_PROCESSES, DirectoryLock
 from ._manager import check_chat_id, finish
 from ._store import DEFAULT_MAX_ITEM_BYTES, Item, Threads
@@ -122,8 +122,9 @@ def _scan(data: bytes) -> _Scan:
         if isinstance(decoded, str):
             key = _known_key(raw) if decoded == _BAD_SHAPE else None
             scan.entries.append(_Entry(number, raw, key, None, reason=f"corrupt line ({decoded})"))
-        else:
-            scan.entries.append(_Entry(number, raw, decoded[0], decoded[1]))
+        else:  # JSON of the right shape, but perhaps not an item the model API takes: quarantined as well
+            problem = item_problem(decoded[1]) and f"valid JSON, but {item_problem(decoded[1])}"
+            scan.entries.append(_Entry(number, raw, decoded[0], decoded[1], reason=problem))
         offset += len(raw) + 1
     if tail:
         scan.torn, scan.torn_offset = _Entry(len(lines) + 1, tail, None, None, reason="torn last line"), offset
@@ -243,9 +244,10 @@ class FileThreadStore:
     (`durable=True` also fsyncs, which survives power loss but costs a disk round trip per append).
 
     Crash repair on `load` (and before the first append of a process): a torn last line is cut off (logged;
-    its bytes are kept in `<chat>.jsonl.quarantine`); a corrupt line in the middle is moved to that
-    quarantine file with a RuntimeWarning, together with what it leaves invalid for the model API (the
-    reasoning item right before it, a function_call_output left without its function_call).
+    its bytes are kept in `<chat>.jsonl.quarantine`); a corrupt line in the middle, or one whose item the model
+    API would refuse, is moved to that quarantine file (logged, one line each), together with what it leaves
+    invalid for the model API (the reasoning item right before it, a function_call_output left without its
+    function_call).
 
     One process writes a chat directory: the store locks it (`flock`) from its creation to `aclose()`, and a
     second process, or a second store in this process, gets a StoreError. Several processes share chats through
@@ -254,6 +256,8 @@ class FileThreadStore:
 
     max_open_files = 256
     """Append handles kept open at once; the least recently used is closed beyond this."""
+    checks_items = True
+    """`load` quarantines items the model API would refuse itself: the ThreadManager need not check them again."""
 
     def __init__(
         self,
@@ -299,10 +303,6 @@ class FileThreadStore:
             scan = await asyncio.to_thread(_scan, data)
             if scan.torn is not None or scan.quarantined:
                 await self._repair(chat_id, path, scan)
-        for entry in scan.quarantined:  # after the repair: a warning turned into an error loses nothing
-            warnings.warn(
-                f"{path}: line {entry.line} moved to {path}.quarantine: {entry.reason}.", RuntimeWarning, stacklevel=2
-            )
         threads: Threads = {}
         for entry in scan.entries:
             if not entry.reason and entry.key is not None and entry.item is not None:
@@ -528,12 +528,14 @@ class FileThreadStore:
             logger.warning("%s: could not write the repair back (%s); the file is unchanged", path, exc)
             if scan.torn is not None:
                 self._rollback[chat_id] = scan.torn_offset  # never append after a torn line
-            return
-        if scan.torn is not None:
-            logger.warning("%s: cut off a torn last line (line %d, %d bytes) left by an interrupted write; "
-                           "its bytes are in %s.quarantine", path, scan.torn.line, len(scan.torn.raw), path)
-        for entry in quarantined:
-            logger.warning("%s: line %d moved to %s.quarantine: %s", path, entry.line, path, entry.reason)
+            moved = "skipped for now"
+        else:
+            moved = f"moved to {path}.quarantine"
+            if scan.torn is not None:
+                logger.warning("%s: cut off a torn last line (line %d, %d bytes) left by an interrupted write; "
+                               "its bytes are in %s.quarantine", path, scan.torn.line, len(scan.torn.raw), path)
+        for entry in quarantined:  # one log line each, the only report (never the line's contents)
+            logger.warning("%s: line %d %s: %s", path, entry.line, moved, entry.reason)
 
     async def _roll_back(self, chat_id: str, path: str, handle: _Handle) -> None:
         """After a failed write: drop the handle and cut the file back to its last complete append."""

@@ -11,6 +11,9 @@ from typing import Protocol
 
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, ReentrantTurn
 from .._base._sync import INSIDE
+from ._checks import APPROVED_RUN as APPROVED_RUN
+from ._checks import AWAITING_APPROVAL as AWAITING_APPROVAL
+from ._checks import CALL_MARKS, only_known_recipients, without_refused_items
 from ._store import (
     CallbackThreadStore,
     ChatVersion,
@@ -198,6 +201,8 @@ class ThreadManager:
         self._unknown: set[str] = set()  # chats where an append's outcome is unknown: read again from the store
         self._versions: dict[str, int] = {}
         """Per chat held in memory, the store version it holds (stores whose turn lock yields a ChatVersion)."""
+        self.recipients: frozenset[str] | None = None
+        """The agents of the chart (set by the Agency): a loaded thread for any other recipient is left out."""
 
     def subscribe(self, listener: ItemListener) -> None:
         """Call `listener(thread, item)` for every item any thread gets from now on, the moment it gets it."""
@@ -307,7 +312,7 @@ class ThreadManager:
             return
         assert version is not None
         assert known is not None
-        added = validated_threads(await load_after(chat_id, known), chat_id, source="load_after")
+        added = self._checked(chat_id, await load_after(chat_id, known), type(self.store).__name__, held=True)
         self._add_stored(chat_id, added, at_end=True)
         self._versions[chat_id] = version.version
 
@@ -358,7 +363,7 @@ class ThreadManager:
         if self.is_loaded(chat_id):
             return
         assert self.store is not None  # a chat without a store is always loaded
-        stored = validated_threads(await self.store.load(chat_id), chat_id, source=type(self.store).__name__)
+        stored = self._checked(chat_id, await self.store.load(chat_id), type(self.store).__name__)
         if chat_id in self._unknown:  # what this process holds may differ from the store: the store wins
             self._unknown.discard(chat_id)
             self._unanswered.discard(chat_id)
@@ -367,6 +372,17 @@ class ThreadManager:
         self._add_stored(chat_id, stored, at_end=False)
         self._loaded[chat_id] = None
         self._evict_idle_chats()
+
+    def _checked(self, chat_id: str, loaded: object, source: str, *, held: bool = False) -> Threads:
+        """What a store returned (`held`: what it added to the threads held here), as threads a model may be handed.
+        Checked once per load, never per turn."""
+        threads = validated_threads(loaded, chat_id, source=source)
+        if threads and not getattr(self.store, "checks_items", False):  # the file store quarantines on its own
+            counts = {key: len(t.items) for key, t in self._chats.get(chat_id, {}).items()} if held else None
+            threads = without_refused_items(threads, chat_id, source, counts)
+        if threads and self.recipients is not None:
+            threads = only_known_recipients(threads, chat_id, self.recipients)
+        return threads
 
     def _add_stored(self, chat_id: str, stored: Threads, *, at_end: bool) -> None:
         """Stored items into the chat's threads: after what they hold (`at_end`), or before it (threads read, and
@@ -504,14 +520,6 @@ def too_large_output(call_id: str, error: ItemTooLarge) -> Item:
     limit = "?" if error.limit is None else error.limit
     return {"type": "function_call_output", "call_id": call_id, "output": f"Error: output too large: {size} bytes, "
             f"limit {limit}"}
-
-
-AWAITING_APPROVAL = "agency_swarm.awaiting_approval"
-APPROVED_RUN = "agency_swarm.approved_run"
-CALL_MARKS = frozenset({AWAITING_APPROVAL, APPROVED_RUN})
-"""Bookkeeping items a thread keeps (never handed to a model): a call paused for approval, and an approved call about
-to run. They make "nothing run twice" hold across a crash: only a call marked as waiting, and not marked as started,
-may run after a restart; any other call without an output was cut short and gets the "interrupted" output."""
 
 
 def call_mark(kind: str, call_id: str) -> Item:

@@ -28,6 +28,9 @@ class ThreadStore(Protocol):
     - `load` returns what was appended, per thread key in order; `{}` for an unknown chat.
     - `delete` forgets a chat; `list_chats` lists the chats that have items.
     - Failures raise `StoreError` (or `ItemTooLarge`); what was stored before stays readable.
+
+    The ThreadManager checks loaded items once per load and leaves out those the model API would refuse; a store
+    that does so itself (FileThreadStore quarantines them) says `checks_items = True`.
     """
 
     async def load(self, chat_id: str) -> Threads: ...
