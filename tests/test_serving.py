@@ -668,9 +668,12 @@ def test_serve_uses_the_agency_files_store_so_chats_survive_a_restart(tmp_path: 
 def test_serve_says_when_chats_are_kept_in_memory_and_uses_the_files_store_in_workers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    import os
+
     import uvicorn
 
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)  # everything up to starting the workers
+    monkeypatch.setattr(os, "environ", os.environ.copy())  # serve() exports the workers' settings: not to later tests
     config = tmp_path / "agency.yaml"
     config.write_text(AGENCY_FILE)
     with caplog.at_level(logging.INFO, logger="agency_swarm.serving"):
