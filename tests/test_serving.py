@@ -687,6 +687,10 @@ def test_serve_says_when_chats_are_kept_in_memory_and_uses_the_files_store_in_wo
     assert "kept in memory" not in caplog.text
     assert "the agency file's store" in caplog.text
     assert ServeSettings.from_env() == ServeSettings(config=str(config.resolve()), models=settings.models)
+    serving.serve(ServeSettings(factory="serving_app:build_agency"))
+    assert ServeSettings.from_env() == ServeSettings(factory="serving_app:build_agency")  # no file left over
+    settings = ServeSettings(config=str(config), models="serving_app:config_models")
+    serving.serve(settings)
     store = ServeSettings.from_env().thread_store()  # what a worker serves on
     assert isinstance(store, SQLThreadStore)
     asyncio.run(store.aclose())

@@ -28,6 +28,7 @@ ENV_AUTH_TOKEN_ENV = "AGENCY_SWARM_SERVE_AUTH_TOKEN_ENV"
 ENV_MAX_BODY_BYTES = "AGENCY_SWARM_SERVE_MAX_BODY_BYTES"
 ENV_MODELS = "AGENCY_SWARM_SERVE_MODELS"
 ENV_TOOLKITS = "AGENCY_SWARM_SERVE_TOOLKITS"
+_ENV_NAMES = (ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS)
 _FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
@@ -223,6 +224,8 @@ def serve(
     settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, once, not in every worker
     import uvicorn
 
+    for name in _ENV_NAMES:  # a setting left from an earlier serve in this process (or the shell) is not ours
+        os.environ.pop(name, None)
     os.environ.update(settings.to_env())  # worker processes inherit it
     store = _describe_store(settings)
     logger.info("Serving on %s:%d with %d worker(s), store %s", host, port, workers, store)
