@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import pytest
-from pg_proxy import CountingProxy
-from postgres_support import require_postgres
 
 from agency_swarm import Agency, Agent, SQLThreadStore, function_tool
 from agency_swarm.testing import ScriptedModel, ToolCall
+from pg_proxy import CountingProxy
+from postgres_support import require_postgres
 
 ONE_CALL_BUDGET = 5
 

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from postgres_support import require_postgres
 
 WORKER = Path(__file__).with_name("shared_store_worker.py")
