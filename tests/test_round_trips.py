@@ -85,4 +85,5 @@ async def test_a_chat_changed_elsewhere_costs_one_more_round_trip(proxy: tuple[C
         (count,) = await trips_of_turns(counting, here, chat, 1)
         assert count <= ONE_CALL_BUDGET + 1
         seen = [item["content"] for item in model.calls[-1].input if item.get("role") == "user"]
-        assert seen[-1] == "once more" and len(seen) == 2 + 40 + 1 + 1
+        assert seen[-1] == "once more"
+        assert len(seen) == 2 + 40 + 1 + 1

@@ -28,7 +28,8 @@ class Worker:
         )
 
     def turn(self, chat: str, message: str) -> list[str]:
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.process.stdin.write(f"{chat} {message}\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
@@ -37,7 +38,8 @@ class Worker:
         return answer
 
     def close(self) -> None:
-        assert self.process.stdin is not None and self.process.stdout is not None
+        assert self.process.stdin is not None
+        assert self.process.stdout is not None
         self.process.stdin.close()
         code = self.process.wait(timeout=30)
         self.process.stdout.close()
