@@ -290,7 +290,7 @@ class RetryingModel(Model):
         except Exception as error:
             return await self.retry_after(error, attempt)
 
-    async def attempt(
+    def attempt(
         self,
         system_instructions: str | None,
         input: str | list[TResponseInputItem],
@@ -303,14 +303,21 @@ class RetryingModel(Model):
         previous_response_id: str | None = None,
         conversation_id: str | None = None,
         prompt: ResponsePromptParam | None = None,
-    ) -> ModelResponse:
-        """One blocking attempt on the inner model: within the timeout, with the SDK clients' own retries silenced."""
+    ) -> Awaitable[ModelResponse]:
+        """One blocking attempt on the inner model: within the timeout, with the SDK clients' own retries silenced.
+
+        With neither to do, it is the inner model's own call: no coroutine of ours around it."""
+        response = self.inner.get_response(
+            system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
+            previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt,
+        )
+        if self.timeout is None and not self._quiets_client:
+            return response
+        return self._guarded(response)
+
+    async def _guarded(self, response: Awaitable[ModelResponse]) -> ModelResponse:
         token = _sdk.quiet_client_retries() if self._quiets_client else None
         try:
-            response: Awaitable[ModelResponse] = self.inner.get_response(
-                system_instructions, input, model_settings, tools, output_schema, handoffs, tracing,
-                previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt,
-            )
             return await (response if self.timeout is None else self._bounded(response))
         finally:
             if token is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -84,7 +85,7 @@ def checked_request(
     return caller, chat
 
 
-async def run_turn(
+def run_turn(
     agent: AgentBase,
     wiring: Wiring,
     message: str,
@@ -92,10 +93,11 @@ async def run_turn(
     sender_name: str | None,
     context: Any,
     additional_instructions: str | None,
-) -> RunResult:
-    """One blocking top-level turn of `agent` placed by `wiring`."""
+) -> Coroutine[Any, Any, RunResult]:
+    """One blocking top-level turn of `agent` placed by `wiring`: the request is checked now, the turn is the
+    coroutine returned (callers await it at once: no coroutine of this function's own around the turn's)."""
     caller, chat = checked_request(message, chat_id, sender_name, additional_instructions)
-    return await top_level_turn(agent, wiring, message, caller, chat, context, additional_instructions, None)
+    return top_level_turn(agent, wiring, message, caller, chat, context, additional_instructions, None)
 
 
 def stream_turn(
