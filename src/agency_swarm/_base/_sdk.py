@@ -36,9 +36,9 @@ imports and runs, only slower or with plainer output. Borrowed from openai-agent
   stays on (and the SDK warns that it skips the export).
 
 `SHORTCUTS` (read at call time) turns off every fast path that bypasses an SDK path, here and elsewhere: direct
-tool calls, the hand-filled ToolContext, the provider flag read, the fast tool-output dicts. With it False every
-call takes the plain public SDK path; results must not differ. The error-detail, retry-flag and exporter reads are
-not shortcuts (they change what happens, not how fast) and stay on.
+tool calls, the hand-filled ToolContext, the provider flag read, the fast thread-item and tool-output dicts. With
+it False every call takes the plain public SDK path; results must not differ. The error-detail, retry-flag and
+exporter reads are not shortcuts (they change what happens, not how fast) and stay on.
 """
 
 from __future__ import annotations

@@ -64,7 +64,9 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             if len(state.items) < len(calls):  # when this task is cancelled again (shielded, bounded: clean_up)
                 await clean_up(state.settle(final=True), f"storing the outputs of {turn.agent.name}'s calls")
             raise
-        await state.settle(final=True)
+        stored = state.store_ready(final=True)
+        if stored is not None:
+            await stored
         if turn.emit is not None:
             await _emit_outputs(turn, state)
     if step.mcp_approvals:
@@ -113,11 +115,11 @@ class Calls:
     async def settle(self, *, final: bool = False) -> None:
         """Store the outputs that are next in call order. Only the turn's own task settles (calls running in tasks
         of their own report to it), so one settle never overlaps another."""
-        stored = self._store(final)
+        stored = self.store_ready(final)
         if stored is not None:
             await stored
 
-    def _store(self, final: bool) -> Awaitable[None] | None:
+    def store_ready(self, final: bool) -> Awaitable[None] | None:
         """Add the outputs that are next in call order; returns the store's append to await, if any."""
         ready: list[dict[str, Any]] = []
         items, calls, outputs = self.items, self.calls, self.outputs
