@@ -150,8 +150,9 @@ class SQLThreadStore:
     @contextlib.asynccontextmanager
     async def _postgres_turn(self, backend: PostgresBackend, chat_id: str) -> AsyncIterator[ChatVersion]:
         held = await self._guard(f"lock chat {chat_id!r} for a turn", lambda: backend.lock_turn(chat_id))
+        _locks, (_key, _session, version) = held
         try:
-            yield held[1][2]
+            yield version  # read once the lock was held; the unlock sets it to what the turn left
         finally:
             # also after aclose(): the lock must not outlive the turn
             await self._guard(f"unlock chat {chat_id!r}", lambda: backend.unlock_turn(held, chat_id), closing=True)
