@@ -232,7 +232,9 @@ def serve(
     if store.startswith("memory"):  # said, not silent: a restart loses every chat
         logger.warning("Chats are kept in memory and lost when the server stops; --store (or `store:` in the agency "
                        "file) keeps them.")
+    from ._nodelay import NoDelayHTTP
+
     uvicorn.run(
         "agency_swarm.serving:app_from_env", factory=True, host=host, port=port, workers=workers,
-        log_level=log_level, access_log=access_log,
+        log_level=log_level, access_log=access_log, http=NoDelayHTTP,
     )
