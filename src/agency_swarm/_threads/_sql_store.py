@@ -164,9 +164,12 @@ class SQLThreadStore:
         fd = await self._guard(f"lock chat {chat_id!r} for a turn", lambda: locks.acquire(chat_id))
         try:
             version = await self.version(chat_id)
+            backend.written.pop(chat_id, None)
             yield version
-            after = await self._guard(f"unlock chat {chat_id!r}", lambda: backend.version(chat_id), closing=True)
-            version.version, version.cleared = after.version, after.cleared
+            # Only this store writes the chat while it holds the lock: its last write says where the turn left it.
+            after = backend.written.pop(chat_id, None)
+            if after is not None:
+                version.version, version.cleared = after.version, after.cleared
         finally:
             locks.release(fd)
 

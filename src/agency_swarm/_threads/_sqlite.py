@@ -92,6 +92,9 @@ class SQLiteBackend:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agency-swarm-sqlite")
         self._conn: sqlite3.Connection | None = None  # only ever touched in the worker thread
         self.turn_locks = FileTurnLocks(path + ".turn-locks") if path != ":memory:" and fcntl else None
+        self.written: dict[str, ChatVersion] = {}
+        """Per chat, the version this backend's last committed write left it at: a turn that holds the chat's
+        lock reads its own writes' version here instead of asking the database again."""
 
     async def _run(self, function: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
@@ -139,16 +142,20 @@ class SQLiteBackend:
             bumped = conn.execute(f"UPDATE {sql.CHATS} SET version = version + ? WHERE chat_id = ?", (count, chat_id))
             if bumped.rowcount == 0:
                 conn.execute(f"INSERT INTO {sql.CHATS} (chat_id, version, cleared) VALUES (?, ?, 0)", (chat_id, count))
-            first = self._sync_version(chat_id).version - count + 1
+            now = self._sync_version(chat_id)
+            first = now.version - count + 1
             conn.executemany(
                 f"INSERT INTO {sql.ITEMS} (chat_id, thread_key, seq, item, version) VALUES (?, ?, ?, ?, ?)",
                 [(chat_id, thread_key, first + n - 1, text, first + n) for n, text in enumerate(encoded)],
             )
+        self.written[chat_id] = now  # committed
 
     def _sync_delete(self, chat_id: str) -> None:
         with _write_transaction(self._sync_connection()) as conn:
             conn.execute(sql.DELETE_ITEMS.format("?"), (chat_id,))
             conn.execute(sql.CLEAR_CHAT.format("?"), (chat_id,))
+            now = self._sync_version(chat_id)
+        self.written[chat_id] = now
 
     def _sync_close(self) -> None:
         conn, self._conn = self._conn, None
