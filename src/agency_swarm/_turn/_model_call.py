@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
 
@@ -22,7 +22,6 @@ from ._state import Turn
 from ._tracing import current
 
 _UNTRACED, _TRACED = ModelTracing.DISABLED, ModelTracing.ENABLED  # a module global is read faster than an Enum member
-_NO_SPAN = nullcontext()  # reusable: entering it does nothing
 _USUAL = frozenset({"message", "function_call"})
 
 
@@ -40,17 +39,18 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
     tracing = _UNTRACED if turn.span is None else _TRACED
     prompt = None if agent.prompt is None else await agent.get_prompt(run.context())
     attempts = Attempts() if stream else None
-    with _NO_SPAN if turn.span is None else _model_span(turn):  # the model's response span nests under the agent's
-        try:
+    call = (turn, setup, settings, history, tracing, prompt, attempts)
+    try:
+        if turn.span is not None:
+            response = await _traced(*call)
+        else:  # no span to make current: no context manager entered around the call either
             try:
-                response = await _attempt(turn, setup, settings, history, tracing, prompt, attempts)
+                response = await _attempt(*call)
             except Exception as error:
-                response = await setup.model.retry_after(
-                    error, partial(_attempt, turn, setup, settings, history, tracing, prompt, attempts), attempts
-                )
-        except ModelError as failure:  # the retry wrapper knows the agent, not the chat or depth
-            failure.chat_id, failure.depth = run.chat_id, turn.depth
-            raise
+                response = await setup.model.retry_after(error, partial(_attempt, *call), attempts)
+    except ModelError as failure:  # the retry wrapper knows the agent, not the chat or depth
+        failure.chat_id, failure.depth = run.chat_id, turn.depth
+        raise
     run.record(setup.usage_key, response.usage)
     if hooks is not None:
         await hooks.on_llm_end(run.context(), agent, _as_model_response(response))
@@ -63,6 +63,19 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
     if not usual and turn.emit is not None:
         await emit_hosted(turn, items)
     return output
+
+
+async def _traced(
+    turn: Turn, setup: Setup, settings: ModelSettings, history: Any, tracing: ModelTracing, prompt: Any,
+    attempts: Attempts | None,
+) -> ModelResponse | Response:
+    """`call_model`'s attempts with the agent's span current: the model's response span nests under it."""
+    call = (turn, setup, settings, history, tracing, prompt, attempts)
+    with _model_span(turn):
+        try:
+            return await _attempt(*call)
+        except Exception as error:
+            return await setup.model.retry_after(error, partial(_attempt, *call), attempts)
 
 
 def _attempt(
