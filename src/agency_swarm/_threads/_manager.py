@@ -267,28 +267,29 @@ class ThreadManager:
             lock = self._locks[chat_id] = asyncio.Lock()
         return lock
 
-    def hold(self, chat_id: str) -> AbstractAsyncContextManager[object]:
+    def hold(self, chat_id: str, *, catch_up: bool = True) -> AbstractAsyncContextManager[object]:
         """Held for a whole top-level turn: this process's lock, then the store's turn lock if it has one.
 
-        A store with a turn lock is shared between processes, so inside that lock the chat is read again from the
-        store: another process may have run turns of it since this one last did.
+        A store with a turn lock is shared between processes, so inside that lock what others added to the chat is
+        read (`catch_up`; a caller that is about to delete the chat has no use for it).
         """
         turn_lock = getattr(self.store, "turn_lock", None)
         store_lock = turn_lock(chat_id) if turn_lock is not None else None
         if store_lock is None:
             return self.lock(chat_id)  # an asyncio.Lock is itself the context manager: nothing added per turn
-        return self._held(chat_id, store_lock)
+        return self._held(chat_id, store_lock, catch_up)
 
     @asynccontextmanager
     async def _held(
-        self, chat_id: str, store_lock: AbstractAsyncContextManager[ChatVersion | None]
+        self, chat_id: str, store_lock: AbstractAsyncContextManager[ChatVersion | None], catch_up: bool
     ) -> AsyncIterator[None]:
         async with self.lock(chat_id):
             version: ChatVersion | None = None
             before: tuple[int, int] | None = None
             try:
                 async with store_lock as version:
-                    await self._catch_up(chat_id, version)
+                    if catch_up:
+                        await self._catch_up(chat_id, version)
                     if version is not None:
                         before = (version.version, self._item_count(chat_id))
                     yield
@@ -494,7 +495,8 @@ class ThreadManager:
     async def delete_chat(self, chat_id: str) -> None:
         """Forget a chat here and in the store."""
         check_chat_id(chat_id)
-        async with self.hold(chat_id):  # not in the middle of a turn, in this process or another
+        # not in the middle of a turn, in this process or another; nothing of the chat is read, it is going
+        async with self.hold(chat_id, catch_up=False):
             self._forget(chat_id)
             if self.store is not None:
                 await self.store.delete(chat_id)
