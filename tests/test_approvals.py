@@ -19,7 +19,7 @@ from agency_swarm import (
     NothingToResume,
     function_tool,
 )
-from agency_swarm._threads._manager import INTERRUPTED_OUTPUT
+from agency_swarm._threads._thread_items import INTERRUPTED_OUTPUT
 from agency_swarm.testing import ScriptedModel, ToolCall, send_message
 
 ran: list[str] = []

@@ -14,8 +14,8 @@ import pytest
 
 from agency_swarm import Agency, Agent, function_tool
 from agency_swarm._threads import _writes as threads_module
-from agency_swarm._threads._manager import INTERRUPTED_OUTPUT
 from agency_swarm._threads._store import MemoryThreadStore, Threads
+from agency_swarm._threads._thread_items import INTERRUPTED_OUTPUT
 from agency_swarm.testing import ScriptedModel, ToolCall
 
 

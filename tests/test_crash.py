@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agency_swarm import Agency, Agent
-from agency_swarm._threads._manager import repair, unanswered_calls
+from agency_swarm._threads._thread_items import repair, unanswered_calls
 from agency_swarm.testing import ScriptedModel
 
 REPO = Path(__file__).resolve().parents[1]

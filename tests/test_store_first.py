@@ -11,8 +11,8 @@ import pytest
 
 from agency_swarm import Agency, Agent, ConversationThread, FileThreadStore, function_tool
 from agency_swarm._base._errors import ItemTooLarge, StoreError
-from agency_swarm._threads._manager import INTERRUPTED_OUTPUT
 from agency_swarm._threads._store import MemoryThreadStore, Threads
+from agency_swarm._threads._thread_items import INTERRUPTED_OUTPUT
 from agency_swarm.testing import ScriptedModel, ToolCall
 
 TOO_LARGE = re.compile(r"Error: output too large: (\d+) bytes, limit 2000")

@@ -11,9 +11,7 @@ from typing import Protocol
 
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, ReentrantTurn
 from .._base._sync import INSIDE
-from ._checks import APPROVED_RUN as APPROVED_RUN
-from ._checks import AWAITING_APPROVAL as AWAITING_APPROVAL
-from ._checks import CALL_MARKS, only_known_recipients, without_refused_items
+from ._checks import only_known_recipients, without_refused_items
 from ._store import (
     CallbackThreadStore,
     ChatVersion,
@@ -25,6 +23,16 @@ from ._store import (
     immediate_append,
     validated_threads,
 )
+from ._thread_items import (
+    call_marks,
+    drop_lost_reasoning,
+    ends_with_reasoning,
+    has_call_marks,
+    held_elsewhere,
+    interrupted_output,
+    started_by_a_closed_send,
+    unanswered_calls,
+)
 from ._writes import CLEAN_UP_SECONDS as CLEAN_UP_SECONDS
 from ._writes import clean_up as clean_up
 from ._writes import finish as finish
@@ -32,7 +40,6 @@ from ._writes import finish as finish
 ThreadsSnapshot = Threads
 MAX_CHAT_ID_CHARS = 200
 MAX_CHAT_ID_BYTES = 255
-INTERRUPTED_OUTPUT = "Error: this call was interrupted before it finished; its result is unknown."
 
 __all__ = [
     "ConversationThread",
@@ -41,9 +48,6 @@ __all__ = [
     "SaveThreadsCallback",
     "ThreadManager",
     "check_chat_id",
-    "interrupted_output",
-    "repair",
-    "too_large_output",
 ]
 
 
@@ -88,7 +92,7 @@ class ConversationThread:
     """
 
     __slots__ = ("_append_now", "_listeners", "_on_unknown", "_store", "chat_id", "has_marks", "items", "key",
-                 "recipient", "sender")
+                 "lent", "recipient", "sender")
 
     def __init__(
         self,
@@ -107,6 +111,8 @@ class ConversationThread:
         self.items: list[Item] = items if items is not None else []
         self.has_marks = bool(self.items) and has_call_marks(self.items)
         """The thread holds approval bookkeeping items (`CALL_MARKS`), which the model must not be handed."""
+        self.lent = False
+        """`items` itself was handed to a model as its input: `writable` copies it first if anyone still holds it."""
         self._store = store
         self._append_now = immediate_append(store)
         self._listeners = listeners if listeners is not None else []  # shared with the manager
@@ -133,7 +139,7 @@ class ConversationThread:
             if append_now is None:
                 return self._stored(store, items)
             append_now(self.chat_id, self.key, items)
-        self.items.extend(items)  # (not through _took: this is every turn's path without a store)
+        (self.writable() if self.lent else self.items).extend(items)
         if self._listeners:
             self._tell(items)
         return None
@@ -147,9 +153,18 @@ class ConversationThread:
             if self._on_unknown is not None:  # the store may hold the items or not: it is the one to ask
                 self._on_unknown(self.chat_id)
             raise
-        self.items.extend(items)
+        (self.writable() if self.lent else self.items).extend(items)
         if self._listeners:
             self._tell(items)
+
+    def writable(self) -> list[Item]:
+        """`items`, to change in place. A list lent to a model that someone (the model, a hook) still holds stays
+        theirs, unchanged: the thread goes on with a copy. Nobody else holding it, the lend cost no copy at all."""
+        if self.lent:
+            self.lent = False
+            if held_elsewhere(self.items):
+                self.items = list(self.items)
+        return self.items
 
     def _tell(self, items: list[Item]) -> None:
         for item in items:
@@ -369,7 +384,7 @@ class ThreadManager:
             self._unknown.discard(chat_id)
             self._unanswered.discard(chat_id)
             for held in self._chats.get(chat_id, {}).values():
-                held.items.clear()
+                held.writable().clear()
         self._add_stored(chat_id, stored, at_end=False)
         self._loaded[chat_id] = None
         self._evict_idle_chats()
@@ -397,12 +412,12 @@ class ThreadManager:
                     chat_id, sender, recipient, store=self.store, listeners=self._listeners, on_unknown=self._reread
                 )
             if at_end:
-                thread.items.extend(items)
+                thread.writable().extend(items)
             else:
-                thread.items[:0] = items
+                thread.writable()[:0] = items
             thread.has_marks = thread.has_marks or has_call_marks(items)
             # Added at the end: a call left open can only be among the new items (older ones were checked before).
-            if unanswered_calls(items if at_end else thread.items) or _ends_with_reasoning(thread.items):
+            if unanswered_calls(items if at_end else thread.items) or ends_with_reasoning(thread.items):
                 self._unanswered.add(chat_id)
 
     def has_unanswered_calls(self, chat_id: str) -> bool:
@@ -451,7 +466,7 @@ class ThreadManager:
         open_sends = {str(call.get("call_id")) for calls in unanswered.values() for call in calls}
         abandoned: set[str] = set()
         for key, calls in unanswered.items():
-            if calls and _started_by_a_closed_send(threads[key].items, open_sends):
+            if calls and started_by_a_closed_send(threads[key].items, open_sends):
                 abandoned.update(str(call.get("call_id")) for call in calls)
         return abandoned
 
@@ -459,7 +474,7 @@ class ThreadManager:
         """Give every call without an output an "interrupted" output, stored, so the model API accepts the threads."""
         pending = self.pending_calls(chat_id)
         for key, thread in self._chats.get(chat_id, {}).items():
-            drop_lost_reasoning(thread.items)
+            drop_lost_reasoning(thread.writable())
             calls = pending.get(key, [])
             await thread.extend([interrupted_output(str(call.get("call_id"))) for call in calls])
         self._unanswered.discard(chat_id)
@@ -510,85 +525,3 @@ class ThreadManager:
 def copied(threads: dict[str, ConversationThread]) -> Threads:
     """{thread key: deep copies of its items}: what a caller may change without changing the chat."""
     return {key: copy.deepcopy(thread.items) for key, thread in threads.items()}
-
-
-def interrupted_output(call_id: str) -> Item:
-    return {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_OUTPUT}
-
-
-def too_large_output(call_id: str, error: ItemTooLarge) -> Item:
-    """What the model (and the store) get for a call whose output the store refused as too large."""
-    size = "?" if error.size is None else error.size
-    limit = "?" if error.limit is None else error.limit
-    return {"type": "function_call_output", "call_id": call_id, "output": f"Error: output too large: {size} bytes, "
-            f"limit {limit}"}
-
-
-def call_mark(kind: str, call_id: str) -> Item:
-    return {"type": kind, "call_id": call_id}
-
-
-def has_call_marks(items: list[Item]) -> bool:
-    return any(item.get("type") in CALL_MARKS for item in items)
-
-
-def call_marks(items: list[Item]) -> tuple[set[str], set[str]]:
-    """(call ids marked as waiting for approval, call ids marked as started after an approval)."""
-    awaiting: set[str] = set()
-    started: set[str] = set()
-    for item in items:
-        kind = item.get("type")
-        if kind == AWAITING_APPROVAL:
-            awaiting.add(str(item.get("call_id")))
-        elif kind == APPROVED_RUN:
-            started.add(str(item.get("call_id")))
-    return awaiting, started
-
-
-def without_call_marks(items: list[Item]) -> list[Item]:
-    return [item for item in items if item.get("type") not in CALL_MARKS]
-
-
-def _started_by_a_closed_send(items: list[Item], open_calls: set[str]) -> bool:
-    """The thread's last incoming message came through a send (its call id is kept with it) that is no longer open.
-    A message the user or `sender_name=` sent directly has no send behind it: its calls may still wait."""
-    for item in reversed(items):
-        if item.get("role") == "user" and "type" not in item:
-            send = item.get("send_call_id")
-            return isinstance(send, str) and send not in open_calls
-    return False
-
-
-def unanswered_calls(items: list[Item]) -> list[Item]:
-    """The function_call items that have no function_call_output (they are always a thread's last calls)."""
-    answered = {item.get("call_id") for item in items if item.get("type") == "function_call_output"}
-    return [item for item in items if item.get("type") == "function_call" and item.get("call_id") not in answered]
-
-
-def repair(items: list[Item]) -> list[Item]:
-    """A copy of a thread where every function_call has an output, as the model API requires.
-
-    A reasoning item left last by a crash has lost its follower; it is not sent again.
-    """
-    if items and items[-1].get("type") == "reasoning":
-        items = items[:-1]
-    calls = unanswered_calls(items)
-    return [*items, *(interrupted_output(str(call.get("call_id"))) for call in calls)]
-
-
-def _ends_with_reasoning(items: list[Item]) -> bool:
-    return bool(items) and items[-1].get("type") == "reasoning"
-
-
-def drop_lost_reasoning(items: list[Item]) -> None:
-    """A reasoning item left last by a crash lost its follower; the model API rejects it alone, so it is not sent."""
-    if _ends_with_reasoning(items):
-        items.pop()
-
-
-def is_finished(items: list[Item]) -> bool:
-    """Did the last turn on this thread end with the recipient's final answer?"""
-    if not items:
-        return True
-    last = items[-1]
-    return last.get("type") == "message" and last.get("role") == "assistant"

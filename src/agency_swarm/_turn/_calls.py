@@ -15,16 +15,9 @@ from .._base._errors import ItemTooLarge
 from .._base._events import ApprovalRequested, Event, MessageSent, ToolCalled, ToolOutput
 from .._base._names import SEND_MESSAGE
 from .._base._sync import INSIDE
-from .._threads._manager import (
-    APPROVED_RUN,
-    AWAITING_APPROVAL,
-    ConversationThread,
-    call_mark,
-    clean_up,
-    interrupted_output,
-    is_finished,
-    too_large_output,
-)
+from .._threads._checks import APPROVED_RUN, AWAITING_APPROVAL
+from .._threads._manager import ConversationThread, clean_up
+from .._threads._thread_items import call_mark, interrupted_output, is_finished, too_large_output
 from ._channel import EmitEvent
 from ._model_call import emit_hosted
 from ._outputs import mcp_approval_responses

@@ -9,7 +9,8 @@ from agents import FunctionTool
 
 from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn
 from .._base._sync import INSIDE, Inside
-from .._threads._manager import ThreadManager, clean_up, is_finished, without_call_marks
+from .._threads._manager import ThreadManager, clean_up
+from .._threads._thread_items import is_finished, without_call_marks
 from ._channel import HookFailed, TurnStart, channel
 from ._definition import AgentBase, Wiring
 from ._results import Interruption, ResponseStream, RunResult

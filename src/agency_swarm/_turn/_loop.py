@@ -19,14 +19,8 @@ from openai.types.responses import ResponseFunctionToolCall
 from .._base._errors import MaxStepsExceeded
 from .._base._events import AgentFinished, AgentStarted
 from .._base._names import SEND_MESSAGE
-from .._threads._manager import (
-    ConversationThread,
-    ThreadManager,
-    call_marks,
-    drop_lost_reasoning,
-    interrupted_output,
-    unanswered_calls,
-)
+from .._threads._manager import ConversationThread, ThreadManager
+from .._threads._thread_items import call_marks, drop_lost_reasoning, interrupted_output, unanswered_calls
 from . import _entry
 from ._calls import run_tools
 from ._channel import TurnStart
@@ -191,7 +185,7 @@ async def _resumed_step(turn: Turn, setup: Setup) -> NextStep:
     """Where a stored, unfinished turn goes on: its sends still open and its calls waiting for approval, else a new
     model call. A function call cut short (a crash while it ran) is never run again: it gets the "interrupted"
     output, so no tool runs twice for one call id."""
-    items = turn.thread.items
+    items = turn.thread.writable()
     drop_lost_reasoning(items)
     awaiting, started = call_marks(items) if turn.thread.has_marks else (set(), set())
     calls: list[ToolCallStep] = []

@@ -1,0 +1,122 @@
+"""What a thread's items say and how they are mended: calls without outputs, approval marks, a lost reasoning item,
+and lending the item list to a model without a copy."""
+
+from __future__ import annotations
+
+import sys
+
+from .._base._errors import ItemTooLarge
+from ._checks import APPROVED_RUN, AWAITING_APPROVAL, CALL_MARKS
+from ._store import Item
+
+INTERRUPTED_OUTPUT = "Error: this call was interrupted before it finished; its result is unknown."
+
+
+def held_elsewhere(items: list[Item]) -> bool:
+    """Does anyone but its thread hold this list? CPython counts references exactly; elsewhere, assume so."""
+    return _references(items) > _ALONE
+
+
+def _references(items: list[Item]) -> int:
+    return sys.getrefcount(items) if _COUNTS else _ALONE + 1
+
+
+def _alone(items: list[Item]) -> int:
+    """`held_elsewhere`'s count, by the same calls, for a list only its holder's slot holds."""
+    return _references(items)
+
+
+class _Holder:
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+
+
+_COUNTS = hasattr(sys, "getrefcount")
+_ALONE = 0
+_probe = _Holder()
+_ALONE = _alone(_probe.items)
+del _probe
+
+
+def interrupted_output(call_id: str) -> Item:
+    return {"type": "function_call_output", "call_id": call_id, "output": INTERRUPTED_OUTPUT}
+
+
+def too_large_output(call_id: str, error: ItemTooLarge) -> Item:
+    """What the model (and the store) get for a call whose output the store refused as too large."""
+    size = "?" if error.size is None else error.size
+    limit = "?" if error.limit is None else error.limit
+    return {"type": "function_call_output", "call_id": call_id, "output": f"Error: output too large: {size} bytes, "
+            f"limit {limit}"}
+
+
+def call_mark(kind: str, call_id: str) -> Item:
+    return {"type": kind, "call_id": call_id}
+
+
+def has_call_marks(items: list[Item]) -> bool:
+    return any(item.get("type") in CALL_MARKS for item in items)
+
+
+def call_marks(items: list[Item]) -> tuple[set[str], set[str]]:
+    """(call ids marked as waiting for approval, call ids marked as started after an approval)."""
+    awaiting: set[str] = set()
+    started: set[str] = set()
+    for item in items:
+        kind = item.get("type")
+        if kind == AWAITING_APPROVAL:
+            awaiting.add(str(item.get("call_id")))
+        elif kind == APPROVED_RUN:
+            started.add(str(item.get("call_id")))
+    return awaiting, started
+
+
+def without_call_marks(items: list[Item]) -> list[Item]:
+    return [item for item in items if item.get("type") not in CALL_MARKS]
+
+
+def started_by_a_closed_send(items: list[Item], open_calls: set[str]) -> bool:
+    """The thread's last incoming message came through a send (its call id is kept with it) that is no longer open.
+    A message the user or `sender_name=` sent directly has no send behind it: its calls may still wait."""
+    for item in reversed(items):
+        if item.get("role") == "user" and "type" not in item:
+            send = item.get("send_call_id")
+            return isinstance(send, str) and send not in open_calls
+    return False
+
+
+def unanswered_calls(items: list[Item]) -> list[Item]:
+    """The function_call items that have no function_call_output (they are always a thread's last calls)."""
+    answered = {item.get("call_id") for item in items if item.get("type") == "function_call_output"}
+    return [item for item in items if item.get("type") == "function_call" and item.get("call_id") not in answered]
+
+
+def repair(items: list[Item]) -> list[Item]:
+    """A copy of a thread where every function_call has an output, as the model API requires.
+
+    A reasoning item left last by a crash has lost its follower; it is not sent again.
+    """
+    if items and items[-1].get("type") == "reasoning":
+        items = items[:-1]
+    calls = unanswered_calls(items)
+    return [*items, *(interrupted_output(str(call.get("call_id"))) for call in calls)]
+
+
+def ends_with_reasoning(items: list[Item]) -> bool:
+    return bool(items) and items[-1].get("type") == "reasoning"
+
+
+def drop_lost_reasoning(items: list[Item]) -> None:
+    """A reasoning item left last by a crash lost its follower; the model API rejects it alone, so it is not sent."""
+    if ends_with_reasoning(items):
+        items.pop()
+
+
+def is_finished(items: list[Item]) -> bool:
+    """Did the last turn on this thread end with the recipient's final answer?"""
+    if not items:
+        return True
+    last = items[-1]
+    return last.get("type") == "message" and last.get("role") == "assistant"
