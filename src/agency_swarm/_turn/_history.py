@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._threads._manager import without_call_marks
+from .._threads._thread_items import without_call_marks
 from ._state import SEND_CALL_ID, USER_CALLER, Turn
 
 
 def model_history(turn: Turn) -> list[dict[str, Any]]:
     """What the model reads: a list of its own, so items the turn adds later never appear in what it was given;
-    in a thread between agents, without the send call ids kept with incoming messages."""
+    in a thread between agents, without the send call ids kept with incoming messages. The thread's own list is
+    lent rather than copied: the thread copies it before changing it only if someone kept it (`writable`)."""
     thread = turn.thread
     items = without_call_marks(thread.items) if thread.has_marks else thread.items  # bookkeeping is not the model's
     window = turn.agent.history_window
@@ -18,7 +19,9 @@ def model_history(turn: Turn) -> list[dict[str, Any]]:
         items = window_of(items, window)
     if turn.caller != USER_CALLER:
         return _model_input(items)  # a new list
-    return items[:] if items is thread.items else items  # copied once, whichever step made it
+    if items is thread.items:
+        thread.lent = True
+    return items
 
 
 def _model_input(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -51,6 +51,7 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
     except ModelError as failure:  # the retry wrapper knows the agent, not the chat or depth
         failure.chat_id, failure.depth = run.chat_id, turn.depth
         raise
+    del history, call  # the thread's list may have been lent (`model_history`): held by nobody, it is not copied
     run.record(setup.usage_key, response.usage)
     if hooks is not None:
         await hooks.on_llm_end(run.context(), agent, _as_model_response(response))
