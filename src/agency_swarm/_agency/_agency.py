@@ -175,11 +175,17 @@ class Agency:
         chat_id: str | None = None,
         context: Any = None,
         additional_instructions: str | None = None,
+        turn_id: str | None = None,
     ) -> RunResult:
-        """One turn: the user's message to `recipient_agent` (default: the first entry point)."""
+        """One turn: the user's message to `recipient_agent` (default: the first entry point).
+
+        `turn_id` makes the turn idempotent: it is stored with the message, and a call with an id the chat already
+        holds never starts a second turn: it returns the finished turn's result again, or continues the unfinished
+        one from its last stored item (after a crash, a timeout, a client's retry).
+        """
         agent = self._recipient(recipient_agent)
         wiring = self._wirings[agent.name]
-        return await run_turn(agent, wiring, message, chat_id, None, context, additional_instructions)
+        return await run_turn(agent, wiring, message, chat_id, None, context, additional_instructions, turn_id)
 
     def get_response_stream(
         self,
@@ -189,10 +195,13 @@ class Agency:
         chat_id: str | None = None,
         context: Any = None,
         additional_instructions: str | None = None,
+        turn_id: str | None = None,
     ) -> ResponseStream:
-        """The same turn as a stream of events from every agent involved, in order."""
+        """The same turn as a stream of events from every agent involved, in order (`turn_id`: as in get_response;
+        a finished turn run again streams no events, only its result)."""
         agent = self._recipient(recipient_agent)
-        return stream_turn(agent, self._wirings[agent.name], message, chat_id, None, context, additional_instructions)
+        wiring = self._wirings[agent.name]
+        return stream_turn(agent, wiring, message, chat_id, None, context, additional_instructions, turn_id)
 
     def get_response_sync(
         self,
@@ -202,6 +211,7 @@ class Agency:
         chat_id: str | None = None,
         context: Any = None,
         additional_instructions: str | None = None,
+        turn_id: str | None = None,
     ) -> RunResult:
         """Blocking form for scripts and notebooks; works inside a running event loop too."""
         from .._base._sync import run_sync
@@ -209,7 +219,7 @@ class Agency:
         return run_sync(
             self.get_response(
                 message, recipient_agent, chat_id=chat_id, context=context,
-                additional_instructions=additional_instructions,
+                additional_instructions=additional_instructions, turn_id=turn_id,
             )
         )
 

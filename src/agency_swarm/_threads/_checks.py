@@ -16,10 +16,12 @@ logger = logging.getLogger(__name__)
 
 AWAITING_APPROVAL = "agency_swarm.awaiting_approval"
 APPROVED_RUN = "agency_swarm.approved_run"
-CALL_MARKS = frozenset({AWAITING_APPROVAL, APPROVED_RUN})
-"""Bookkeeping items a thread keeps (never handed to a model): a call paused for approval, and an approved call about
-to run. They make "nothing run twice" hold across a crash: only a call marked as waiting, and not marked as started,
-may run after a restart; any other call without an output was cut short and gets the "interrupted" output."""
+TURN_STARTED = "agency_swarm.turn_started"
+CALL_MARKS = frozenset({AWAITING_APPROVAL, APPROVED_RUN, TURN_STARTED})
+"""Bookkeeping items a thread keeps (never handed to a model): a call paused for approval, an approved call about
+to run, and the id of a turn started with one (stored with its message). They make "nothing run twice" hold across
+a crash: only a call marked as waiting, and not marked as started, may run after a restart; any other call without
+an output was cut short and gets the "interrupted" output; a turn id already stored is continued, not started."""
 
 
 def item_problem(item: Item) -> str:
@@ -29,6 +31,8 @@ def item_problem(item: Item) -> str:
     for a message without one), so a usual item costs 0.5-5 µs. Extra keys pass (our `send_call_id` is one).
     """
     kind = item.get("type")
+    if kind == TURN_STARTED:
+        return "" if isinstance(item.get("turn_id"), str) else "a turn mark without a turn_id"
     if kind in CALL_MARKS:
         return "" if isinstance(item.get("call_id"), str) else "an approval mark without a call_id"
     if kind is not None and (not isinstance(kind, str) or kind not in _members_by_type()):

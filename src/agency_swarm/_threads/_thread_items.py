@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from .._base._errors import ItemTooLarge
-from ._checks import APPROVED_RUN, AWAITING_APPROVAL, CALL_MARKS
+from ._checks import APPROVED_RUN, AWAITING_APPROVAL, CALL_MARKS, TURN_STARTED
 from ._store import Item
 
 INTERRUPTED_OUTPUT = "Error: this call was interrupted before it finished; its result is unknown."
@@ -50,6 +50,21 @@ def too_large_output(call_id: str, error: ItemTooLarge) -> Item:
     limit = "?" if error.limit is None else error.limit
     return {"type": "function_call_output", "call_id": call_id, "output": f"Error: output too large: {size} bytes, "
             f"limit {limit}"}
+
+
+def turn_mark(turn_id: str) -> Item:
+    """Stored just before the message of a turn started with an id: the turn exists, and where it begins."""
+    return {"type": TURN_STARTED, "turn_id": turn_id}
+
+
+def turn_start(items: list[Item], turn_id: str) -> int | None:
+    """Where the turn `turn_id` begins in a thread (its mark's index), if it is the thread's last turn with an id.
+    Reads back only to the last mark: turns with ids are the thread's latest ones when they are run again."""
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if item.get("type") == TURN_STARTED:
+            return index if item.get("turn_id") == turn_id else None
+    return None
 
 
 def call_mark(kind: str, call_id: str) -> Item:
@@ -112,6 +127,13 @@ def drop_lost_reasoning(items: list[Item]) -> None:
     """A reasoning item left last by a crash lost its follower; the model API rejects it alone, so it is not sent."""
     if ends_with_reasoning(items):
         items.pop()
+
+
+def message_text(item: Item) -> str:
+    """The text of a stored assistant message (its refusal, if it refused)."""
+    return "".join(
+        part.get("text", "") or part.get("refusal", "") for part in item.get("content", []) if isinstance(part, dict)
+    )
 
 
 def is_finished(items: list[Item]) -> bool:

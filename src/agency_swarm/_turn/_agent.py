@@ -85,6 +85,19 @@ def checked_request(
     return caller, chat
 
 
+MAX_TURN_ID_CHARS = 200
+
+
+def check_turn_id(turn_id: object) -> str:
+    """A turn id: a non-blank str of at most `MAX_TURN_ID_CHARS` characters (it is stored with the turn)."""
+    if not isinstance(turn_id, str) or not turn_id.strip() or len(turn_id) > MAX_TURN_ID_CHARS:
+        raise ConfigError(
+            f"turn_id must be a non-blank str of at most {MAX_TURN_ID_CHARS} characters (got "
+            f"{type(turn_id).__name__}{'' if not isinstance(turn_id, str) else f' of {len(turn_id)} characters'})."
+        )
+    return turn_id
+
+
 def run_turn(
     agent: AgentBase,
     wiring: Wiring,
@@ -93,11 +106,14 @@ def run_turn(
     sender_name: str | None,
     context: Any,
     additional_instructions: str | None,
+    turn_id: str | None = None,
 ) -> Coroutine[Any, Any, RunResult]:
     """One blocking top-level turn of `agent` placed by `wiring`: the request is checked now, the turn is the
     coroutine returned (callers await it at once: no coroutine of this function's own around the turn's)."""
     caller, chat = checked_request(message, chat_id, sender_name, additional_instructions)
-    return top_level_turn(agent, wiring, message, caller, chat, context, additional_instructions, None)
+    if turn_id is not None:
+        check_turn_id(turn_id)
+    return top_level_turn(agent, wiring, message, caller, chat, context, additional_instructions, None, turn_id)
 
 
 def stream_turn(
@@ -108,14 +124,17 @@ def stream_turn(
     sender_name: str | None,
     context: Any,
     additional_instructions: str | None,
+    turn_id: str | None = None,
 ) -> ResponseStream:
     """One streamed top-level turn; the request is checked now, the turn starts when the stream is read."""
     caller, chat = checked_request(message, chat_id, sender_name, additional_instructions)
+    if turn_id is not None:
+        check_turn_id(turn_id)
 
     def start(stream: ResponseStream) -> TurnStart:
         return partial(
             top_level_turn, agent, wiring, message, caller=caller, chat_id=chat, context=context,
-            additional_instructions=additional_instructions, stream=stream,
+            additional_instructions=additional_instructions, stream=stream, turn_id=turn_id,
         )
 
     return ResponseStream(start, streaming=True)

@@ -17,7 +17,7 @@ from .._base._names import SEND_MESSAGE
 from .._base._sync import INSIDE
 from .._threads._checks import APPROVED_RUN, AWAITING_APPROVAL
 from .._threads._manager import ConversationThread, clean_up
-from .._threads._thread_items import call_mark, interrupted_output, is_finished, too_large_output
+from .._threads._thread_items import call_mark, interrupted_output, is_finished, message_text, too_large_output
 from ._channel import EmitEvent
 from ._model_call import emit_hosted
 from ._outputs import mcp_approval_responses
@@ -305,7 +305,7 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
     thread = wiring.thread_manager.get_thread(run.chat_id, sender, recipient.name)
     continuing = step.resume and delivered(thread, call.call_id, request.message)
     if continuing and is_finished(thread.items):  # the reply exists; a crash came before it reached the caller
-        outputs[index] = _final_text(thread.items[-1])
+        outputs[index] = message_text(thread.items[-1])
         return
     sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
     sub = Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit, sent_by=call.call_id)
@@ -331,12 +331,6 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         run.open_pairs.discard(pair)
         if sub.parent_span is not None:
             finish(sub.parent_span, failed)
-
-
-def _final_text(item: dict[str, Any]) -> str:
-    return "".join(
-        part.get("text", "") or part.get("refusal", "") for part in item.get("content", []) if isinstance(part, dict)
-    )
 
 
 def _as_text(output: Any) -> str:

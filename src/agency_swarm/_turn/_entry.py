@@ -10,7 +10,7 @@ from agents import FunctionTool
 from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn
 from .._base._sync import INSIDE, Inside
 from .._threads._manager import ThreadManager, clean_up
-from .._threads._thread_items import is_finished, without_call_marks
+from .._threads._thread_items import is_finished, message_text, turn_start, without_call_marks
 from ._channel import HookFailed, TurnStart, channel
 from ._definition import AgentBase, Wiring
 from ._results import Interruption, ResponseStream, RunResult
@@ -28,9 +28,10 @@ async def top_level_turn(
     additional_instructions: str | None,
     stream: ResponseStream | None,
     agent_turn: AgentTurn,
+    turn_id: str | None = None,
 ) -> RunResult:
     """One turn from outside the agency: load the chat once, run the entry agent (`agent_turn`), save what was
-    produced.
+    produced. A turn id the thread already holds is never started again (`_turn_again`).
 
     A blocking call awaits this coroutine; a stream (`stream` given) runs it through `drive`.
     """
@@ -39,12 +40,40 @@ async def top_level_turn(
     async with manager.hold(chat_id):
         if not manager.is_loaded(chat_id):
             await manager.ensure_loaded(chat_id)
+        thread = manager.get_thread(chat_id, caller, agent.name)
+        run = Run(chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id)
+        turn = Turn(agent, wiring, thread, caller, 0, run)
+        begun = None if turn_id is None else turn_start(thread.items, turn_id)
+        if begun is not None:
+            return await _turn_again(manager, turn, begun, stream, agent_turn)
         if manager.has_unanswered_calls(chat_id):
             await _settle_unanswered(manager, agent, wiring, chat_id)
-        thread = manager.get_thread(chat_id, caller, agent.name)
-        run = Run(chat_id, stream is not None and stream.streaming, context, inside=inside)
-        turn = Turn(agent, wiring, thread, caller, 0, run)
         return await _entry_turn(manager, turn, message, additional_instructions, stream, agent_turn)
+
+
+async def _turn_again(
+    manager: ThreadManager, turn: Turn, begun: int, stream: ResponseStream | None, agent_turn: AgentTurn
+) -> RunResult:
+    """A turn whose id its thread holds from `begun` on (it was started before: a retry, or a run that crashed).
+    Finished, its result is built again from what it stored (usage is not stored: none); unfinished, it goes on
+    from its last stored item, as `resume` would."""
+    items = turn.thread.items
+    end = next((n for n in range(begun + 2, len(items)) if _is_message_in(items[n])), len(items))
+    if end == len(items) and not is_finished(items):
+        return await _entry_turn(manager, turn, None, None, stream, agent_turn)
+    last = items[end - 1]
+    result = RunResult(
+        final_output=message_text(last) if is_finished([last]) else None,
+        new_items=without_call_marks(items[begun:end]), chat_id=turn.run.chat_id, agent=turn.agent.name,
+    )
+    if stream is not None:
+        stream._finish(result)
+    return result
+
+
+def _is_message_in(item: dict[str, Any]) -> bool:
+    return item.get("role") == "user" and "type" not in item
+
 
 
 def resume_turn(

@@ -20,7 +20,7 @@ from .._base._errors import MaxStepsExceeded
 from .._base._events import AgentFinished, AgentStarted
 from .._base._names import SEND_MESSAGE
 from .._threads._manager import ConversationThread, ThreadManager
-from .._threads._thread_items import call_marks, drop_lost_reasoning, interrupted_output, unanswered_calls
+from .._threads._thread_items import call_marks, drop_lost_reasoning, interrupted_output, turn_mark, unanswered_calls
 from . import _entry
 from ._calls import run_tools
 from ._channel import TurnStart
@@ -56,10 +56,11 @@ def top_level_turn(
     context: Any,
     additional_instructions: str | None,
     stream: ResponseStream | None,
+    turn_id: str | None = None,
 ) -> Coroutine[Any, Any, RunResult]:
     """One turn from outside the agency (see `_entry.top_level_turn`), its agents run by `run_agent`."""
     return _entry.top_level_turn(
-        agent, wiring, message, caller, chat_id, context, additional_instructions, stream, run_agent
+        agent, wiring, message, caller, chat_id, context, additional_instructions, stream, run_agent, turn_id
     )
 
 
@@ -99,7 +100,7 @@ async def agent_turn(turn: Turn, message: str | None, additional_instructions: s
     if emit is not None or agent.input_guardrails or agent.hooks is not None:
         await _announce(turn, message)
     if message is not None:
-        stored = turn.thread.add([incoming(turn, message)])
+        stored = turn.thread.add(_arriving(turn, message))
         if stored is not None:
             await stored
     setup = reused_setup(turn, additional_instructions) or await prepare(turn, additional_instructions)
@@ -135,6 +136,15 @@ async def agent_turn(turn: Turn, message: str | None, additional_instructions: s
     if emit is not None:
         await emit(AgentFinished(agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
                                  output=step.output))
+
+
+def _arriving(turn: Turn, message: str) -> list[dict[str, Any]]:
+    """The message as stored; a top-level turn started with an id is marked first, in the same append."""
+    turn_id = turn.run.turn_id
+    if turn_id is None or turn.depth:
+        return [incoming(turn, message)]
+    turn.thread.has_marks = True
+    return [turn_mark(turn_id), incoming(turn, message)]
 
 
 async def _traced_agent_turn(turn: Turn, message: str | None, additional_instructions: str | None) -> None:

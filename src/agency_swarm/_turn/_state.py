@@ -36,7 +36,7 @@ class Run:
 
     __slots__ = (
         "_guardrail_log", "_wrapper", "approved", "chat_id", "inside", "interruptions", "open_pairs", "rejected",
-        "streaming", "trace", "usage_records", "user_context",
+        "streaming", "trace", "turn_id", "usage_records", "user_context",
     )
 
     def __init__(
@@ -47,8 +47,11 @@ class Run:
         approved: frozenset[str] = frozenset(),
         rejected: frozenset[str] = frozenset(),
         inside: Inside = (),
+        turn_id: str | None = None,
     ) -> None:
         self.chat_id = chat_id
+        self.turn_id = turn_id
+        """The id the caller gave this turn: stored with its message, so running it again never starts it twice."""
         self.inside = inside
         """This turn's chat and the turns whose tools started it: what its tools run inside (`INSIDE`)."""
         self.streaming = streaming

@@ -1,0 +1,108 @@
+"""A turn started with an id is never started twice: run again, it returns its result or goes on where it stopped."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from agents import function_tool
+
+from agency_swarm import Agency, Agent, ConfigError, SQLThreadStore
+from agency_swarm.testing import Fail, ModelCall, ScriptedModel, Step, ToolCall
+
+side_effects: list[str] = []
+
+
+@function_tool
+def record(note: str) -> str:
+    """Record a note."""
+    side_effects.append(note)
+    return f"recorded {note}"
+
+
+def flaky(fail_after_tool: list[bool]) -> ScriptedModel:
+    """Calls `record`, then answers; the answer fails once while `fail_after_tool` holds True."""
+
+    def step(call: ModelCall) -> Step:
+        if not call.tool_outputs:
+            return ToolCall("record", {"note": call.last_user_message})
+        if fail_after_tool and fail_after_tool.pop():
+            return Fail(RuntimeError("the model went away"))
+        return f"done: {call.last_user_message}"
+
+    return ScriptedModel(step)
+
+
+def user_messages(threads: dict[str, list[dict[str, Any]]]) -> list[str]:
+    return [item["content"] for item in threads["user->A"] if item.get("role") == "user" and "type" not in item]
+
+
+async def test_a_finished_turn_run_again_returns_its_result_without_running_anything() -> None:
+    side_effects.clear()
+    model = flaky([])
+    agency = Agency(Agent(name="A", model=model, tools=[record]))
+    first = await agency.get_response("hello", chat_id="c", turn_id="t-1")
+    again = await agency.get_response("hello", chat_id="c", turn_id="t-1")
+    assert first.final_output == again.final_output == "done: hello"
+    assert again.new_items == first.new_items
+    assert all(item.get("type") != "agency_swarm.turn_started" for item in again.new_items)
+    assert len(model.calls) == 2
+    assert side_effects == ["hello"]
+    assert user_messages(await agency.get_threads("c")) == ["hello"]
+
+
+async def test_an_unfinished_turn_run_again_goes_on_from_its_last_stored_item() -> None:
+    side_effects.clear()
+    model = flaky([True])
+    agency = Agency(Agent(name="A", model=model, tools=[record]))
+    with pytest.raises(RuntimeError, match="the model went away"):
+        await agency.get_response("hello", chat_id="c", turn_id="t-1")
+    result = await agency.get_response("hello", chat_id="c", turn_id="t-1")
+    assert result.final_output == "done: hello"
+    assert side_effects == ["hello"]  # the tool's output was stored: it never runs again
+    assert user_messages(await agency.get_threads("c")) == ["hello"]
+    assert len(model.calls[-1].input) == 3  # the message, the call, its output: nothing twice, nothing missing
+
+
+async def test_another_turn_id_or_none_starts_a_new_turn() -> None:
+    side_effects.clear()
+    agency = Agency(Agent(name="A", model=flaky([]), tools=[record]))
+    await agency.get_response("one", chat_id="c", turn_id="t-1")
+    await agency.get_response("two", chat_id="c", turn_id="t-2")
+    await agency.get_response("three", chat_id="c")
+    again = await agency.get_response("one", chat_id="c", turn_id="t-1")  # no longer the last turn with an id
+    assert again.final_output == "done: one"
+    assert user_messages(await agency.get_threads("c")) == ["one", "two", "three", "one"]
+
+
+async def test_another_process_on_the_store_returns_the_stored_result(tmp_path: Any) -> None:
+    side_effects.clear()
+    url = f"sqlite:///{tmp_path / 'chats.db'}"
+    first = Agency(Agent(name="A", model=flaky([]), tools=[record]), thread_store=SQLThreadStore(url))
+    await first.get_response("hello", chat_id="c", turn_id="t-1")
+    await first.aclose()
+    model = flaky([])
+    second = Agency(Agent(name="A", model=model, tools=[record]), thread_store=SQLThreadStore(url))
+    again = await second.get_response("hello", chat_id="c", turn_id="t-1")
+    await second.aclose()
+    assert again.final_output == "done: hello"
+    assert model.calls == []
+    assert side_effects == ["hello"]
+
+
+async def test_a_streamed_turn_run_again_streams_only_its_result() -> None:
+    agency = Agency(Agent(name="A", model=flaky([]), tools=[record]))
+    await agency.get_response("hello", chat_id="c", turn_id="t-1")
+    stream = agency.get_response_stream("hello", chat_id="c", turn_id="t-1")
+    events = [event async for event in stream]
+    assert events == []
+    assert stream.result.final_output == "done: hello"
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 201, 7])
+async def test_a_bad_turn_id_is_refused_before_anything_runs(bad: Any) -> None:
+    model = flaky([])
+    agency = Agency(Agent(name="A", model=model, tools=[record]))
+    with pytest.raises(ConfigError, match="turn_id must be a non-blank str"):
+        await agency.get_response("hello", chat_id="c", turn_id=bad)
+    assert model.calls == []
