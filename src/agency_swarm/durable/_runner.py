@@ -1,0 +1,179 @@
+"""`DurableTurns`: launches DBOS on the agency's PostgreSQL, submits turns to its queue, and hands out handles."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from dbos import DBOS, SetEnqueueOptions, SetWorkflowID, WorkflowHandleAsync
+
+from .._agency._agency import Agency
+from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingToResume, RunError
+from .._threads._manager import check_chat_id
+from .._turn._results import RunResult
+from ._stream import DurableEvent, EventWriter, read_events
+from ._supervisor import Supervisor
+from ._workflow import serve_turns, turn_workflow
+
+TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
+_STATUSES: dict[str, TurnStatus] = {
+    "ENQUEUED": "queued", "PENDING": "running", "SUCCESS": "done", "ERROR": "failed", "CANCELLED": "cancelled",
+    "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed",
+}
+
+
+class UnknownTurn(ConfigError):
+    """No turn of that id was submitted to this chat."""
+
+
+class TurnFailed(AgencySwarmError):
+    """A durable turn ended with an error. `kind` says which (`bad_request`, `chat_paused`, `nothing_to_resume`,
+    `run_failed`, `internal_error`); the message is the error's own, except for `internal_error` (the log has it)."""
+
+    def __init__(self, message: str, kind: str, error_type: str) -> None:
+        super().__init__(message)
+        self.kind, self.error_type = kind, error_type
+
+    def __reduce__(self) -> Any:  # DBOS stores a workflow's error pickled: rebuilt from these three
+        return (TurnFailed, (str(self), self.kind, self.error_type))
+
+
+def failure(error: Exception) -> TurnFailed:
+    """What a failed turn is stored as (the original's class need not survive pickling)."""
+    kinds: list[tuple[type[Exception], str]] = [
+        (ChatPaused, "chat_paused"), (NothingToResume, "nothing_to_resume"), (ConfigError, "bad_request"),
+        (RunError, "run_failed"),
+    ]
+    kind = next((name for cls, name in kinds if isinstance(error, cls)), "internal_error")
+    message = str(error) if kind != "internal_error" else "The turn failed; the server's log says why."
+    return TurnFailed(message, kind, type(error).__name__)
+
+
+def chat_tag(chat_id: str) -> str:
+    """The start of every turn id of a chat: a handle for another chat's turn is refused without a lookup."""
+    return hashlib.blake2b(chat_id.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+class TurnHandle:
+    """A submitted turn: its status, its events (from the start or after an id), and its result when it ends."""
+
+    def __init__(self, turn_id: str, chat_id: str) -> None:
+        self.turn_id, self.chat_id = turn_id, chat_id
+
+    async def status(self) -> TurnStatus:
+        found = await DBOS.get_workflow_status_async(self.turn_id)
+        if found is None:
+            raise UnknownTurn(f"Chat {self.chat_id!r} has no turn {self.turn_id!r}.")
+        return _STATUSES.get(found.status, "running")
+
+    async def result(self) -> RunResult:
+        """The turn's RunResult once it ends (waits); a failed turn raises `TurnFailed`."""
+        handle: WorkflowHandleAsync[RunResult] = await DBOS.retrieve_workflow_async(self.turn_id)
+        result = await handle.get_result(polling_interval_sec=0.05)
+        return result
+
+    def events(self, after: int | None = None) -> AsyncIterator[DurableEvent]:
+        """The turn's events with ids above `after` (every one with None), live until the turn ends."""
+        return read_events(self.turn_id, after)
+
+
+class DurableTurns:
+    """Runs an agency's top-level turns as DBOS workflows on one queue in PostgreSQL (one per process).
+
+    `executor_id` must be stable per worker slot and distinct between live workers: a restarted worker with the same
+    id recovers its own unfinished turns at launch; the others take over the turns of a worker whose heartbeat
+    stopped for `expire_after_seconds`. `concurrency` turns run at once per worker; a chat's turns run one at a time,
+    in the order submitted.
+    """
+
+    def __init__(
+        self,
+        agency: Agency,
+        *,
+        database_url: str,
+        executor_id: str,
+        application_version: str = "1",
+        queue_name: str = "agency_swarm_turns",
+        concurrency: int = 16,
+        heartbeat_seconds: float = 1.0,
+        expire_after_seconds: float = 5.0,
+    ) -> None:
+        if not isinstance(agency, Agency):
+            raise ConfigError(f"DurableTurns needs an Agency, got {type(agency).__name__}.")
+        if not isinstance(database_url, str) or not database_url.startswith(("postgresql://", "postgres://")):
+            raise ConfigError("DurableTurns needs database_url='postgresql://...': DBOS keeps its queue there.")
+        if not isinstance(executor_id, str) or not executor_id.strip():
+            raise ConfigError("executor_id must be a non-blank str, stable per worker slot (e.g. 'worker-1').")
+        if not 0 < heartbeat_seconds < expire_after_seconds:
+            raise ConfigError("heartbeat_seconds must be above 0 and below expire_after_seconds.")
+        self.agency, self.executor_id, self.queue_name = agency, executor_id, queue_name
+        self._url, self._version, self._concurrency = database_url, application_version, concurrency
+        self._supervisor = Supervisor(database_url, executor_id, queue_name, heartbeat_seconds, expire_after_seconds)
+        self._queue: Any = None
+
+    async def launch(self) -> None:
+        """Start DBOS (its schema is made on first use), this worker's queue and its heartbeat."""
+        DBOS(config={
+            "name": "agency_swarm", "system_database_url": self._url, "executor_id": self.executor_id,
+            "application_version": self._version, "log_level": "WARNING",
+        })
+        serve_turns(self._run)
+        DBOS.launch()
+        self._queue = await DBOS.register_queue_async(
+            self.queue_name, worker_concurrency=self._concurrency, partition_concurrency=1, polling_interval_sec=0.05,
+            on_conflict="always_update",
+        )
+        await self._supervisor.start()
+
+    async def aclose(self) -> None:
+        await self._supervisor.stop()
+        serve_turns(None)
+        DBOS.destroy(destroy_registry=False)
+
+    async def submit(
+        self, message: str, *, chat_id: str, recipient_agent: str | None = None, key: str | None = None
+    ) -> TurnHandle:
+        """Queue a turn; the same `key` on the same chat is the same turn (never a second one), whatever its state."""
+        if self._queue is None:
+            raise ConfigError("DurableTurns.submit: call `await launch()` first.")
+        chat_id = check_chat_id(chat_id)
+        if not isinstance(message, str):
+            raise ConfigError(f"message must be a str, got {type(message).__name__}.")
+        if recipient_agent is not None and recipient_agent not in {agent.name for agent in self.agency.entry_points}:
+            raise ConfigError(f"recipient_agent {recipient_agent!r} is not an entry point of this agency.")
+        if key is not None and (not isinstance(key, str) or not key or len(key) > 255):
+            raise ConfigError("key must be a non-empty str of at most 255 characters.")
+        suffix = uuid.uuid4().hex if key is None else hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+        turn_id = f"{chat_tag(chat_id)}-{suffix}"
+        request = {"chat_id": chat_id, "message": message, "recipient_agent": recipient_agent, "turn_id": turn_id}
+        with SetWorkflowID(turn_id), SetEnqueueOptions(queue_partition_key=chat_id):
+            await self._queue.enqueue_async(turn_workflow, request)
+        return TurnHandle(turn_id, chat_id)
+
+    def handle(self, chat_id: str, turn_id: str) -> TurnHandle:
+        """The handle of a turn submitted to `chat_id` (by any worker); UnknownTurn if the id is not that chat's."""
+        chat_id = check_chat_id(chat_id)
+        if not isinstance(turn_id, str) or not turn_id.startswith(chat_tag(chat_id) + "-") or len(turn_id) > 80:
+            raise UnknownTurn(f"Chat {chat_id!r} has no turn {turn_id!r}.")
+        return TurnHandle(turn_id, chat_id)
+
+    async def _run(self, request: dict[str, Any], writer: EventWriter) -> RunResult:
+        """The turn itself, inside its workflow's step: streamed, each event written to the turn's stream."""
+        stream = self.agency.get_response_stream(
+            request["message"], request["recipient_agent"], chat_id=request["chat_id"], turn_id=request["turn_id"]
+        )
+        try:
+            async with stream:
+                async for event in stream:
+                    await writer.write(event)
+            await writer.flush()
+        except Exception as error:
+            await writer.flush()
+            failed = failure(error)
+            await writer.write_data({"type": "turn_failed", "kind": failed.kind, "message": str(failed)})
+            raise failed from None
+        result = stream.result
+        result.tool_guardrails = None  # guardrail objects hold functions: not stored with the workflow's output
+        return result

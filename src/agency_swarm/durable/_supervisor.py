@@ -1,0 +1,96 @@
+"""Heartbeats between durable workers: a live worker hands a silent worker's unfinished turns back to the queue.
+
+Open-source DBOS recovers a worker's workflows only when a process with the same executor id launches. Each worker
+here writes a heartbeat row every `heartbeat_seconds`; a worker that sees a row older than `expire_after_seconds`
+claims it (one claimant: an UPDATE ... RETURNING), puts that executor's PENDING workflows back on the queue
+(`DBOS.resume_workflows_async`), then deletes the row. A claimant that dies before deleting leaves a claim that
+expires in turn. A turn resumed twice, or one still running somewhere, runs again harmlessly: its id is stored
+with its message, so the later run continues it or returns its result, under the chat's turn lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import asyncpg  # type: ignore[import-untyped]
+from dbos import DBOS
+
+logger = logging.getLogger("agency_swarm.durable")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS agency_swarm_executors (
+    executor_id TEXT PRIMARY KEY,
+    beat_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp(),
+    claimed_by TEXT,
+    claimed_at TIMESTAMPTZ
+)"""
+_BEAT = """
+INSERT INTO agency_swarm_executors (executor_id) VALUES ($1)
+ON CONFLICT (executor_id) DO UPDATE SET beat_at = clock_timestamp(), claimed_by = NULL, claimed_at = NULL"""
+_CLAIM = """
+UPDATE agency_swarm_executors SET claimed_by = $1, claimed_at = clock_timestamp()
+WHERE executor_id <> $1 AND beat_at < clock_timestamp() - make_interval(secs => $2)
+  AND (claimed_at IS NULL OR claimed_at < clock_timestamp() - make_interval(secs => $2))
+RETURNING executor_id"""
+_RELEASE = "DELETE FROM agency_swarm_executors WHERE executor_id = $1 AND claimed_by = $2"
+
+
+class Supervisor:
+    def __init__(self, url: str, executor_id: str, queue_name: str, beat: float, expire_after: float) -> None:
+        self.url, self.executor_id, self.queue_name = url, executor_id, queue_name
+        self.beat, self.expire_after = beat, expire_after
+        self._task: asyncio.Task[None] | None = None
+        self._connection: asyncpg.Connection | None = None
+
+    async def start(self) -> None:
+        self._connection = await asyncpg.connect(self.url)
+        with contextlib.suppress(asyncpg.UniqueViolationError):  # two workers making the table at once
+            await self._connection.execute(_SCHEMA)
+        await self._connection.execute(_BEAT, self.executor_id)
+        self._task = asyncio.create_task(self._run(), name=f"agency_swarm.durable heartbeat {self.executor_id}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._connection is not None:
+            await self._connection.close()
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.beat)  # the heartbeat's period, not a wait for something else
+            try:
+                await self.tick()
+            except (OSError, asyncpg.PostgresError) as error:  # the database is away: beat again next period
+                logger.warning("Durable heartbeat of %s failed (%s)", self.executor_id, type(error).__name__)
+                await self._reconnect()
+
+    async def tick(self) -> list[str]:
+        """One beat: this worker's heartbeat, then every expired worker's turns back on the queue. Returns the ids of
+        the turns handed back."""
+        connection = self._connection
+        assert connection is not None
+        await connection.execute(_BEAT, self.executor_id)
+        handed: list[str] = []
+        for row in await connection.fetch(_CLAIM, self.executor_id, self.expire_after):
+            dead = row["executor_id"]
+            pending = await DBOS.list_workflows_async(
+                status="PENDING", executor_id=dead, queue_name=self.queue_name, load_input=False, load_output=False
+            )
+            ids = [workflow.workflow_id for workflow in pending]
+            if ids:
+                await DBOS.resume_workflows_async(ids, queue_name=self.queue_name)
+                logger.warning("Worker %s stopped beating: %d of its turns are queued again", dead, len(ids))
+            await connection.execute(_RELEASE, dead, self.executor_id)
+            handed += ids
+        return handed
+
+    async def _reconnect(self) -> None:
+        if self._connection is not None:
+            with contextlib.suppress(Exception):
+                await self._connection.close()
+        with contextlib.suppress(OSError, asyncpg.PostgresError):
+            self._connection = await asyncpg.connect(self.url)

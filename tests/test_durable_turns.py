@@ -1,0 +1,125 @@
+"""Durable turns on DBOS and the real PostgreSQL: submitted once per key, events by id, results, failures."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from agents import function_tool
+
+from agency_swarm import Agency, Agent, SQLThreadStore
+from agency_swarm import durable as durable_package
+from agency_swarm.durable import DurableTurns, TurnFailed, UnknownTurn
+from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall
+from postgres_support import require_postgres
+
+calls: list[str] = []
+
+
+@function_tool
+def record(note: str) -> str:
+    """Record a note."""
+    calls.append(note)
+    return f"recorded {note}"
+
+
+def step(call: ModelCall) -> Step:
+    if call.last_user_message == "fail":
+        raise RuntimeError("the model broke")
+    if not call.tool_outputs:
+        return ToolCall("record", {"note": call.last_user_message})
+    return f"done: {call.last_user_message}"
+
+
+@pytest.fixture
+async def turns() -> AsyncIterator[DurableTurns]:
+    url = require_postgres()
+    agency = Agency(Agent(name="A", model=ScriptedModel(step), tools=[record]), thread_store=SQLThreadStore(url))
+    run = uuid.uuid4().hex[:8]
+    durable = DurableTurns(agency, database_url=url, executor_id=f"test-{run}", queue_name=f"test_{run}")
+    await durable.launch()
+    yield durable
+    await durable.aclose()
+    await agency.aclose()
+
+
+def chat() -> str:
+    return f"durable-{uuid.uuid4().hex[:10]}"
+
+
+async def test_a_submitted_turn_runs_once_and_its_events_end_with_the_answer(turns: DurableTurns) -> None:
+    calls.clear()
+    chat_id = chat()
+    handle = await turns.submit("hello", chat_id=chat_id)
+    result = await handle.result()
+    assert result.final_output == "done: hello"
+    assert await handle.status() == "done"
+    events = [event async for event in handle.events()]
+    assert [event.id for event in events] == list(range(len(events)))
+    kinds = [event.type for event in events]
+    assert kinds[0] == "turn_attempt"
+    assert "tool_called" in kinds
+    assert "tool_output" in kinds
+    assert kinds[-1] == "agent_finished"
+    assert calls == ["hello"]
+    threads = await turns.agency.get_threads(chat_id)
+    assert [item.get("content") for item in threads["user->A"] if item.get("role") == "user"] == ["hello"]
+
+
+async def test_the_same_key_is_the_same_turn_never_a_second_one(turns: DurableTurns) -> None:
+    calls.clear()
+    chat_id = chat()
+    first = await turns.submit("hello", chat_id=chat_id, key="request-1")
+    again = await turns.submit("hello", chat_id=chat_id, key="request-1")
+    assert first.turn_id == again.turn_id
+    assert (await again.result()).final_output == (await first.result()).final_output == "done: hello"
+    other_chat = await turns.submit("hello", chat_id=chat(), key="request-1")
+    assert other_chat.turn_id != first.turn_id  # keys are per chat
+    await other_chat.result()
+    assert calls == ["hello", "hello"]
+
+
+async def test_events_after_an_id_are_the_rest_exactly_once(turns: DurableTurns) -> None:
+    handle = await turns.submit("hello", chat_id=chat())
+    await handle.result()
+    every = [event async for event in handle.events()]
+    for cut in range(len(every)):
+        rest = [event async for event in handle.events(after=cut)]
+        assert rest == every[cut + 1:]
+
+
+async def test_a_chats_turns_run_in_the_order_submitted(turns: DurableTurns) -> None:
+    chat_id = chat()
+    handles = [await turns.submit(f"m{n}", chat_id=chat_id) for n in range(5)]
+    for handle in handles:
+        await handle.result()
+    threads = await turns.agency.get_threads(chat_id)
+    users = [item["content"] for item in threads["user->A"] if item.get("role") == "user" and "type" not in item]
+    assert users == [f"m{n}" for n in range(5)]
+
+
+async def test_a_failed_turn_says_why_in_its_result_and_its_events(turns: DurableTurns) -> None:
+    handle = await turns.submit("fail", chat_id=chat())
+    with pytest.raises(TurnFailed) as failed:
+        await handle.result()
+    assert failed.value.kind == "internal_error"
+    assert await handle.status() == "failed"
+    events: list[Any] = [event async for event in handle.events()]
+    assert events[-1].type == "turn_failed"
+    assert events[-1].data["kind"] == "internal_error"
+    assert "model broke" not in str(events[-1].data)  # an internal error's text stays in the log
+
+
+async def test_a_turn_id_of_another_chat_is_unknown(turns: DurableTurns) -> None:
+    handle = await turns.submit("hello", chat_id=chat())
+    await handle.result()
+    with pytest.raises(UnknownTurn):
+        turns.handle(chat(), handle.turn_id)
+    assert turns.handle(handle.chat_id, handle.turn_id).turn_id == handle.turn_id
+
+
+def test_the_durable_package_exports_a_sorted_public_surface() -> None:
+    exported = ["DurableEvent", "DurableTurns", "TurnFailed", "TurnHandle", "TurnStatus", "UnknownTurn"]
+    assert durable_package.__all__ == sorted(durable_package.__all__) == exported
