@@ -29,6 +29,7 @@ from agency_swarm import (
     ReentrantTurn,
     RunError,
     StoreError,
+    TurnLockLost,
 )
 from agency_swarm.testing import ScriptedModel, ToolCall
 
@@ -79,6 +80,7 @@ EXPECTED_ALL = [
     "ThreadStore",
     "ToolCalled",
     "ToolOutput",
+    "TurnLockLost",
     "TurnLockingStore",
     "function_tool",
 ]
@@ -97,7 +99,7 @@ EXPECTED_TESTING_ALL = [
 EXCEPTIONS = [
     AgencySwarmError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId, ItemTooLarge,
     MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout, ModelUnavailable,
-    NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError,
+    NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError, TurnLockLost,
 ]
 
 
@@ -144,6 +146,7 @@ def test_exception_hierarchy() -> None:
         assert issubclass(cls, ModelError)
     assert issubclass(ModelTimeout, ModelUnavailable)
     assert not issubclass(RunError, ConfigError)
+    assert issubclass(TurnLockLost, StoreError)
 
 
 def test_run_error_carries_where_it_happened() -> None:

@@ -11,8 +11,8 @@ from typing import Any
 import asyncpg
 import pytest
 
-from agency_swarm import Agency, Agent, MemoryThreadStore, SQLiteThreadStore, StoreError, ThreadManager
-from agency_swarm._threads._postgres import _TurnLocks, turn_lock_key
+from agency_swarm import Agency, Agent, MemoryThreadStore, SQLiteThreadStore, StoreError, ThreadManager, TurnLockLost
+from agency_swarm._threads._pg_turn_locks import TurnLocks, turn_lock_key
 from agency_swarm._threads._sql_store import SQLThreadStore
 from agency_swarm._threads._store import TurnLockingStore
 from agency_swarm.testing import ScriptedModel
@@ -67,16 +67,16 @@ class FailedTries:
 @pytest.fixture
 def failed_tries(monkeypatch: pytest.MonkeyPatch) -> FailedTries:
     seen = FailedTries()
-    query = _TurnLocks._query
+    query = TurnLocks._query
 
-    async def observed(self: _TurnLocks, sql: str, key: int, chat_id: str) -> tuple[Any, Any]:
+    async def observed(self: TurnLocks, sql: str, key: int, chat_id: str) -> tuple[Any, Any]:
         session, result = await query(self, sql, key, chat_id)
-        if "take_turn" in sql and not result["taken"]:
+        if "take_fenced_turn" in sql and not result["taken"]:
             seen.count += 1
             seen.event.set()
         return session, result
 
-    monkeypatch.setattr(_TurnLocks, "_query", observed)
+    monkeypatch.setattr(TurnLocks, "_query", observed)
     return seen
 
 
@@ -160,13 +160,24 @@ async def test_a_dead_holder_frees_the_chat_for_the_others(
 ) -> None:
     doomed, survivor = stores.open(), stores.open()
     chat_id = f"{prefix}dead"
-    lock = doomed.turn_lock(chat_id)
-    await lock.__aenter__()
+    taken = asyncio.Event()
+
+    async def doomed_turn() -> None:
+        async with doomed.turn_lock(chat_id):
+            taken.set()
+            await asyncio.Event().wait()  # runs until something stops it
+
+    turn = asyncio.create_task(doomed_turn())
+    async with asyncio.timeout(BOUND):
+        await taken.wait()
     (pid,) = await holders(probe, chat_id)
     assert await probe.fetchval("SELECT pg_terminate_backend($1)", pid)  # the worker's session dies
+    with pytest.raises(TurnLockLost) as lost:  # the worker hears it: the turn stops (its release is a no-op)
+        async with asyncio.timeout(BOUND):
+            await turn
+    assert lost.value.chat_id == chat_id
     async with asyncio.timeout(BOUND), survivor.turn_lock(chat_id):  # no NOTIFY came: the periodic try finds it
         assert len(await holders(probe, chat_id)) == 1
-    await lock.__aexit__(None, None, None)  # the dead session's release is a no-op, not an error
     async with asyncio.timeout(BOUND), doomed.turn_lock(chat_id):  # a new session is opened for the next turn
         pass
 

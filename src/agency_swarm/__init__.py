@@ -25,6 +25,7 @@ from ._base._errors import (
     ReentrantTurn,
     RunError,
     StoreError,
+    TurnLockLost,
 )
 from ._base._events import (
     AgentFinished,
@@ -120,6 +121,7 @@ __all__ = [
     "ThreadStore",
     "ToolCalled",
     "ToolOutput",
+    "TurnLockLost",
     "TurnLockingStore",
     "function_tool",
 ]

@@ -152,6 +152,21 @@ class StoreError(AgencySwarmError):
     """
 
 
+class TurnLockLost(StoreError):
+    """A turn's lock on its chat was lost while the turn ran (PostgreSQL: the session holding the worker's turn
+    locks ended: network cut, server restart), so the turn was stopped.
+
+    Raised in place of the cancellation when the worker saw its lock session end, and by a write of the turn that
+    the store refused because another turn has taken the chat since (its fencing token is stale: nothing of that
+    write was stored). What the turn stored before stays valid; the next turn (`resume`, or a new message) goes on
+    from it, on this worker or another.
+    """
+
+    def __init__(self, message: str, *, chat_id: str) -> None:
+        super().__init__(message)
+        self.chat_id = chat_id
+
+
 class ItemTooLarge(StoreError, ValueError):
     """One item is larger than the store's `max_item_bytes`; nothing of that append was stored.
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Protocol, TypeVar
 
-from .._base._errors import ConfigError, ItemTooLarge, StoreError
+from .._base._errors import ConfigError, ItemTooLarge, StoreError, TurnLockLost
 from ._manager import check_chat_id
+from ._pg_turn_locks import LOCK_SESSION_TIMEOUT_S
 from ._postgres import PostgresBackend, import_asyncpg
 from ._sql_urls import POSTGRES_SCHEMES, REDACTED, SQLITE_SCHEMES, redact_url, sqlite_path, url_secrets
 from ._sqlite import SQLiteBackend
@@ -51,14 +53,25 @@ class SQLThreadStore:
     naming the URL with its password redacted.
 
     On PostgreSQL the store also locks turns across processes (`turn_lock`, held by the ThreadManager for each
-    top-level turn), on one extra connection per process.
+    top-level turn), on one extra connection per process. `lock_session_timeout` (seconds, PostgreSQL only) bounds
+    how long that connection's locks outlive it when its network goes silent: the server ends it after about that
+    long, freeing its chats for other workers, and this process gives it up after half of it, stopping the turns
+    that held locks on it with `TurnLockLost`. None leaves TCP as the system has it (hours). A turn's writes
+    carry a fencing token either way: once another process took its chat, the database refuses them.
     """
 
-    def __init__(self, url: str, *, max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        max_item_bytes: int = DEFAULT_MAX_ITEM_BYTES,
+        lock_session_timeout: float | None = LOCK_SESSION_TIMEOUT_S,
+    ) -> None:
         if not isinstance(url, str):
             raise ConfigError(
                 f"SQLThreadStore url must be a str like 'sqlite:///threads.db', got {type(url).__name__}."
             )
+        _check_timeout(lock_session_timeout)
         redacted = redact_url(url)
         scheme, sep, rest = url.partition("://")
         scheme = scheme.lower()
@@ -66,7 +79,10 @@ class SQLThreadStore:
         if sep and scheme in SQLITE_SCHEMES:
             backend = SQLiteBackend(sqlite_path(rest, redacted))
         elif sep and scheme in POSTGRES_SCHEMES:
-            backend = PostgresBackend("postgresql://" + rest, import_asyncpg(redacted))
+            backend = PostgresBackend(
+                "postgresql://" + rest, import_asyncpg(redacted), url=redacted,
+                lock_session_timeout=lock_session_timeout,
+            )
         else:
             shown = scheme if sep else "(none)"
             raise ConfigError(
@@ -150,12 +166,19 @@ class SQLThreadStore:
     @contextlib.asynccontextmanager
     async def _postgres_turn(self, backend: PostgresBackend, chat_id: str) -> AsyncIterator[ChatVersion]:
         held = await self._guard(f"lock chat {chat_id!r} for a turn", lambda: backend.lock_turn(chat_id))
-        _locks, (_key, _session, version) = held
         try:
-            yield version  # read once the lock was held; the unlock sets it to what the turn left
+            yield held[1].version  # read once the lock was held; the unlock sets it to what the turn left
+        except asyncio.CancelledError as cancelled:
+            if held[1].lost_lock_cancelled():  # the lock's session ended: that, not a cancellation, stopped the turn
+                raise TurnLockLost(
+                    f"Thread store {self.url}: the session holding the turn lock of chat {chat_id!r} ended (network "
+                    f"or server); the turn was stopped, as another process may take the chat now.",
+                    chat_id=chat_id,
+                ) from cancelled
+            raise
         finally:
             # also after aclose(): the lock must not outlive the turn
-            await self._guard(f"unlock chat {chat_id!r}", lambda: backend.unlock_turn(held, chat_id), closing=True)
+            await self._guard(f"unlock chat {chat_id!r}", lambda: backend.unlock_turn(held), closing=True)
 
     @contextlib.asynccontextmanager
     async def _sqlite_turn(self, backend: SQLiteBackend, chat_id: str) -> AsyncIterator[ChatVersion]:
@@ -220,6 +243,13 @@ class SQLThreadStore:
                 detail = detail.replace(secret, REDACTED)
             error = StoreError(f"Thread store {self.url} could not {operation}: {detail}")
             raise error from (None if leaks else exc)
+
+
+def _check_timeout(seconds: object) -> None:
+    if seconds is None:
+        return
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 1 <= seconds <= 3600:
+        raise ConfigError(f"lock_session_timeout must be seconds between 1 and 3600, or None; got {seconds!r}.")
 
 
 class SQLiteThreadStore(SQLThreadStore):
