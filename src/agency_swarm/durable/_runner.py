@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import socket
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -84,8 +85,8 @@ class DurableTurns:
 
     `executor_id` must be stable per worker slot and distinct between live workers: a restarted worker with the same
     id recovers its own unfinished turns at launch; the others take over the turns of a worker whose heartbeat
-    stopped for `expire_after_seconds`. `concurrency` turns run at once per worker; a chat's turns run one at a time,
-    in the order submitted.
+    stopped for `expire_after_seconds`. Without one, the worker takes the first free slot `<host name>-<n>`.
+    `concurrency` turns run at once per worker; a chat's turns run one at a time, in the order submitted.
     """
 
     def __init__(
@@ -93,7 +94,7 @@ class DurableTurns:
         agency: Agency,
         *,
         database_url: str,
-        executor_id: str,
+        executor_id: str | None = None,
         application_version: str = "1",
         queue_name: str = "agency_swarm_turns",
         concurrency: int = 16,
@@ -104,17 +105,18 @@ class DurableTurns:
             raise ConfigError(f"DurableTurns needs an Agency, got {type(agency).__name__}.")
         if not isinstance(database_url, str) or not database_url.startswith(("postgresql://", "postgres://")):
             raise ConfigError("DurableTurns needs database_url='postgresql://...': DBOS keeps its queue there.")
-        if not isinstance(executor_id, str) or not executor_id.strip():
+        if executor_id is not None and (not isinstance(executor_id, str) or not executor_id.strip()):
             raise ConfigError("executor_id must be a non-blank str, stable per worker slot (e.g. 'worker-1').")
         if not 0 < heartbeat_seconds < expire_after_seconds:
             raise ConfigError("heartbeat_seconds must be above 0 and below expire_after_seconds.")
-        self.agency, self.executor_id, self.queue_name = agency, executor_id, queue_name
+        self.agency, self.executor_id, self.queue_name = agency, executor_id or "", queue_name
         self._url, self._version, self._concurrency = database_url, application_version, concurrency
         self._supervisor = Supervisor(database_url, executor_id, queue_name, heartbeat_seconds, expire_after_seconds)
         self._queue: Any = None
 
     async def launch(self) -> None:
         """Start DBOS (its schema is made on first use), this worker's queue and its heartbeat."""
+        self.executor_id = await self._supervisor.connect(socket.gethostname())
         DBOS(config={
             "name": "agency_swarm", "system_database_url": self._url, "executor_id": self.executor_id,
             "application_version": self._version, "log_level": "WARNING",

@@ -35,19 +35,37 @@ WHERE executor_id <> $1 AND beat_at < clock_timestamp() - make_interval(secs => 
   AND (claimed_at IS NULL OR claimed_at < clock_timestamp() - make_interval(secs => $2))
 RETURNING executor_id"""
 _RELEASE = "DELETE FROM agency_swarm_executors WHERE executor_id = $1 AND claimed_by = $2"
+_SLOT_LOCKS = 0x61730002
+"""The advisory-lock namespace of worker slots (the turn locks use their own)."""
+MAX_SLOTS = 1024
 
 
 class Supervisor:
-    def __init__(self, url: str, executor_id: str, queue_name: str, beat: float, expire_after: float) -> None:
-        self.url, self.executor_id, self.queue_name = url, executor_id, queue_name
+    def __init__(self, url: str, executor_id: str | None, queue_name: str, beat: float, expire_after: float) -> None:
+        self.url, self.executor_id, self.queue_name = url, executor_id or "", queue_name
         self.beat, self.expire_after = beat, expire_after
         self._task: asyncio.Task[None] | None = None
         self._connection: asyncpg.Connection | None = None
 
-    async def start(self) -> None:
+    async def connect(self, slot_prefix: str) -> str:
+        """Open the heartbeat's connection; without an executor id, take the first free worker slot
+        `<slot_prefix>-<n>` (a session lock, freed at once when a worker dies, so its restart takes the same slot and
+        DBOS recovers that slot's turns at launch). Returns the executor id."""
         self._connection = await asyncpg.connect(self.url)
         with contextlib.suppress(asyncpg.UniqueViolationError):  # two workers making the table at once
             await self._connection.execute(_SCHEMA)
+        if not self.executor_id:
+            for slot in range(MAX_SLOTS):
+                name = f"{slot_prefix}-{slot}"
+                if await self._connection.fetchval("SELECT pg_try_advisory_lock($1, hashtext($2))", _SLOT_LOCKS, name):
+                    self.executor_id = name
+                    break
+            else:
+                raise RuntimeError(f"agency_swarm.durable: all {MAX_SLOTS} worker slots of {slot_prefix!r} are taken.")
+        return self.executor_id
+
+    async def start(self) -> None:
+        assert self._connection is not None
         await self._connection.execute(_BEAT, self.executor_id)
         self._task = asyncio.create_task(self._run(), name=f"agency_swarm.durable heartbeat {self.executor_id}")
 
