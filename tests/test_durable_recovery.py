@@ -27,7 +27,7 @@ EXPIRE = 1.0
 
 class Worker:
     def __init__(self, url: str, executor: str, queue: str) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(WORKER.parent.parent / "src"), *sys.path])}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(WORKER.parent), *sys.path])}
         self.process = subprocess.Popen(
             [sys.executable, str(WORKER), url, executor, queue, str(EXPIRE)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, text=True, env=env,

@@ -140,6 +140,13 @@ ToolkitsOption = Annotated[
         show_default=False,
     ),
 ]
+DurableOption = Annotated[
+    bool,
+    typer.Option(
+        "--durable", help="Run turns as DBOS workflows in the PostgreSQL --store: any worker finishes a dead "
+        "worker's turns; Idempotency-Key, background turns, resumable streams (needs the [durable] extra).",
+    ),
+]
 ModelsOption = Annotated[
     str | None,
     typer.Option(
@@ -279,13 +286,14 @@ def serve_command(
     access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log every request.")] = True,
     models: ModelsOption = None,
     toolkits: ToolkitsOption = None,
+    durable: DurableOption = False,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
     from ..serving._serve import ServeSettings, serve
 
     settings = ServeSettings(
         config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
-        max_body_bytes=max_body_bytes, models=models, toolkits=toolkits,
+        max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable,
     )
     try:
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -40,6 +41,7 @@ def create_app(
     store: ThreadStore | str,
     auth_token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    durable: bool | Mapping[str, Any] = False,
 ) -> FastAPI:
     """A FastAPI app serving the agency `agency_factory(store)` builds (once, now).
 
@@ -47,14 +49,39 @@ def create_app(
     each building its own app. With `auth_token`, every endpoint but /healthz and /openapi.json wants
     `Authorization: Bearer <auth_token>`. Bodies over `max_body_bytes` get 413. The app closes the store when it
     shuts down.
+
+    `durable` (True, or the keyword arguments of `agency_swarm.durable.DurableTurns`): every turn runs as a DBOS
+    workflow that any worker finishes, submitted once per Idempotency-Key, background turns and resumable event
+    streams too (docs/design/durable.md). Needs PostgreSQL: the store's URL, or `database_url` in the mapping.
     """
-    if not callable(agency_factory):
-        raise ConfigError(f"agency_factory must be a function store -> Agency, got {type(agency_factory).__name__}.")
     if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
         raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
     thread_store = open_store(store) if isinstance(store, str) else store
+    agency = _built_agency(agency_factory, thread_store)
+    turns = _durable_turns(agency, store, durable)
+    app = FastAPI(
+        title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
+        lifespan=_lifespan(agency, turns),
+    )
+    app.state.agency = agency
+    app.state.store = thread_store
+    app.state.health = StoreHealth(thread_store)
+    _add_error_handlers(app)
+    add_routes(app, agency, app.state.health, protected=auth_token is not None, durable=turns is not None)
+    if turns is not None:
+        from ._durable import add_durable_routes
+
+        add_durable_routes(app, agency, turns, protected=auth_token is not None)
+    app.state.durable = turns
+    app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes)
+    return app
+
+
+def _built_agency(agency_factory: AgencyFactory, thread_store: ThreadStore) -> Agency:
+    if not callable(agency_factory):
+        raise ConfigError(f"agency_factory must be a function store -> Agency, got {type(agency_factory).__name__}.")
     agency = agency_factory(thread_store)
     if not isinstance(agency, Agency):
         raise ConfigError(f"agency_factory must return an Agency, got {type(agency).__name__}.")
@@ -63,23 +90,47 @@ def create_app(
             "agency_factory must build the agency on the store it is given: Agency(..., thread_store=store). "
             "Otherwise each worker keeps its own chats."
         )
+    return agency
+
+
+def _lifespan(agency: Agency, turns: Any) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """Durable turns start with the app (a failure to launch stops the worker) and stop before the store closes."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        yield
-        await agency.aclose()
+        if turns is not None:
+            await turns.launch()
+        try:
+            yield
+        finally:
+            if turns is not None:
+                await turns.aclose()
+            await agency.aclose()
 
-    app = FastAPI(
-        title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
-        lifespan=lifespan,
-    )
-    app.state.agency = agency
-    app.state.store = thread_store
-    app.state.health = StoreHealth(thread_store)
-    _add_error_handlers(app)
-    add_routes(app, agency, app.state.health, protected=auth_token is not None)
-    app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes)
-    return app
+    return lifespan
+
+
+def _durable_turns(agency: Agency, store: ThreadStore | str, durable: bool | Mapping[str, Any]) -> Any:
+    """The app's DurableTurns (not launched yet), or None. dbos is imported only here: an optional extra."""
+    if durable is False:
+        return None
+    options = dict(durable) if isinstance(durable, Mapping) else {}
+    if durable is not True and not isinstance(durable, Mapping):
+        raise ConfigError(f"durable must be True, False or a mapping of DurableTurns options, got {durable!r}.")
+    if "database_url" not in options:
+        if not isinstance(store, str) or not store.partition("://")[0].lower().startswith("postgres"):
+            raise ConfigError(
+                "Durable mode keeps its queue in PostgreSQL: serve on a postgresql:// store, or pass "
+                "durable={'database_url': 'postgresql://...'}."
+            )
+        options["database_url"] = store
+    try:
+        from ..durable import DurableTurns
+    except ImportError as missing:
+        raise ConfigError(
+            "Durable mode needs DBOS: pip install 'agency-swarm-sdk[durable]'."
+        ) from missing
+    return DurableTurns(agency, **options)
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from .._base._errors import (
     ChatPaused,
@@ -34,6 +34,14 @@ class MessageRequest(BaseModel):
     message: str = Field(description="What the user says.")
     recipient_agent: str | None = Field(
         default=None, description="An entry point of the agency by name; default: the first entry point."
+    )
+
+
+class DurableMessageRequest(MessageRequest):
+    """A user message for one of the agency's entry points, in durable mode."""
+
+    background: StrictBool = Field(
+        default=False, description="Answer 202 at once with the turn's id; the turn runs on any worker."
     )
 
 

@@ -55,6 +55,7 @@ _ERROR_DOCS = {
     400: "invalid_chat_id, or bad_request: a recipient that is not an entry point, resume decisions for calls that "
     "do not wait, a Content-Length that is not a number",
     401: "unauthorized: missing or wrong bearer token",
+    404: "not_found: no turn of that id was submitted to this chat (durable mode)",
     409: "chat_paused: the chat waits for approvals (see interruptions); nothing_to_resume: its last turn finished",
     413: "request_too_large: the body is over the server's limit",
     415: "unsupported_media_type: the body is not JSON (a JSON body is taken whatever its Content-Type says)",

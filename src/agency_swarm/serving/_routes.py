@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Path, Query, Response
+from fastapi import Body, FastAPI, Header, Path, Query, Response
 
 from .._agency._agency import Agency
 from .._base._errors import ConfigError
@@ -59,7 +60,30 @@ def _entry_point(agency: Agency, name: str | None) -> str | None:
     return name
 
 
-def add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: bool) -> None:
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key", min_length=1, max_length=255, pattern=r"\S",
+        description=(
+            "The same key on the same chat is the same turn: a retry returns the first request's result (or "
+            "continues its turn), never a second turn."
+        ),
+    ),
+]
+
+
+def key_turn_id(key: str | None) -> str | None:
+    """The turn id an Idempotency-Key stands for (fixed length, whatever the key holds)."""
+    if key is None:
+        return None
+    if not key.strip():
+        raise ConfigError("Idempotency-Key must not be blank.")
+    return "key-" + hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+
+def add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: bool, durable: bool = False) -> None:
+    """Every route but durable mode's own (`_durable.add_durable_routes` adds those, and the message routes)."""
     health_errors: dict[int | str, dict[str, Any]] = {
         503: {"model": ErrorResponse, "description": "store_unavailable: the thread store does not answer"}
     }
@@ -74,7 +98,8 @@ def add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: 
             return error_response(503, "store_unavailable", problem)
         return model_response(HealthResponse(status="ok"))
 
-    _add_message_routes(app, agency, protected=protected)
+    if not durable:
+        _add_message_routes(app, agency, protected=protected)
     _add_resume_routes(app, agency, protected=protected)
     _add_chat_routes(app, agency, health.store, protected=protected)
 
@@ -86,11 +111,13 @@ def _add_message_routes(app: FastAPI, agency: Agency, *, protected: bool) -> Non
         "/chats/{chat_id}/messages", response_model=RunResultResponse, operation_id="post_message",
         **route_docs(*turn, protected=protected, result=""),
     )
-    async def post_message(chat_id: ChatId, request: MessageRequest) -> Any:
-        """Run one turn and return its result once it is complete."""
+    async def post_message(chat_id: ChatId, request: MessageRequest, idempotency_key: IdempotencyKey = None) -> Any:
+        """Run one turn and return its result once it is complete (a retry with its Idempotency-Key: the same turn)."""
         try:
             recipient = _entry_point(agency, request.recipient_agent)
-            result = await agency.get_response(request.message, recipient, chat_id=chat_id)
+            result = await agency.get_response(
+                request.message, recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key)
+            )
             return model_response(result_response(result))
         except Exception as exc:
             return failure_response(exc, chat_id)
@@ -99,11 +126,15 @@ def _add_message_routes(app: FastAPI, agency: Agency, *, protected: bool) -> Non
         "/chats/{chat_id}/messages:stream", operation_id="stream_message",
         **route_docs(*turn, protected=protected, sse=True),
     )
-    async def stream_message(chat_id: ChatId, request: MessageRequest, raw: RawEvents = False) -> Response:
+    async def stream_message(
+        chat_id: ChatId, request: MessageRequest, raw: RawEvents = False, idempotency_key: IdempotencyKey = None
+    ) -> Response:
         """Run one turn, streaming every event of every agent as it happens; leaving cancels the turn."""
         try:
             recipient = _entry_point(agency, request.recipient_agent)
-            stream = agency.get_response_stream(request.message, recipient, chat_id=chat_id)
+            stream = agency.get_response_stream(
+                request.message, recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key)
+            )
             return await event_stream(stream, chat_id, raw=raw)
         except Exception as exc:
             return failure_response(exc, chat_id)

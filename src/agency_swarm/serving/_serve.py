@@ -28,7 +28,10 @@ ENV_AUTH_TOKEN_ENV = "AGENCY_SWARM_SERVE_AUTH_TOKEN_ENV"
 ENV_MAX_BODY_BYTES = "AGENCY_SWARM_SERVE_MAX_BODY_BYTES"
 ENV_MODELS = "AGENCY_SWARM_SERVE_MODELS"
 ENV_TOOLKITS = "AGENCY_SWARM_SERVE_TOOLKITS"
-_ENV_NAMES = (ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS)
+ENV_DURABLE = "AGENCY_SWARM_SERVE_DURABLE"
+_ENV_NAMES = (
+    ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE
+)
 _FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
@@ -51,6 +54,8 @@ class ServeSettings:
     """With `config`: `FILE.py:NAME` or `module:NAME` giving the agents' models (as `agency-swarm run --models`)."""
     toolkits: str | None = None
     """With `config`: `FILE.py:NAME` or `module:NAME` giving the toolkits the file names (as `--toolkits`)."""
+    durable: bool = False
+    """Turns as DBOS workflows on PostgreSQL (`create_app(durable=True)`); each worker takes a free slot id."""
 
     def check(self) -> None:
         if (self.config is None) == (self.factory is None):
@@ -79,6 +84,8 @@ class ServeSettings:
 
     def to_env(self) -> dict[str, str]:
         env = {ENV_STORE: self.store or "", ENV_MAX_BODY_BYTES: str(self.max_body_bytes)}  # "": the file's store
+        if self.durable:
+            env[ENV_DURABLE] = "1"
         if self.config is not None:
             env[ENV_CONFIG] = str(FilePath(self.config).resolve())
         if self.factory is not None:
@@ -98,7 +105,7 @@ class ServeSettings:
         return cls(
             config=env.get(ENV_CONFIG), factory=env.get(ENV_FACTORY), store=env[ENV_STORE] or None,
             auth_token_env=env.get(ENV_AUTH_TOKEN_ENV), max_body_bytes=int(size), models=env.get(ENV_MODELS),
-            toolkits=env.get(ENV_TOOLKITS),
+            toolkits=env.get(ENV_TOOLKITS), durable=env.get(ENV_DURABLE) == "1",
         )
 
     def agency_factory(self) -> AgencyFactory:
@@ -165,7 +172,7 @@ def app_from_env() -> FastAPI:
     settings.check()
     app = create_app(
         settings.agency_factory(), store=settings.thread_store(), auth_token=settings.auth_token(),
-        max_body_bytes=settings.max_body_bytes,
+        max_body_bytes=settings.max_body_bytes, durable=settings.durable,
     )
     # Everything built so far (modules, openai's thousand pydantic schemas, the agency) lives as long as the
     # process: out of the collector's sight, a full collection takes a few ms instead of ~150 ms (see
@@ -221,6 +228,10 @@ def serve(
         raise ConfigError(f"--port must be between 0 and 65535, got {port!r}.")
     if workers > 1:
         _check_shared_store(settings, workers)
+    if settings.durable:
+        kind, url = settings.store_kind()
+        if not (kind == "sql" and url is not None and _shared_between_processes(url)):
+            raise ConfigError("--durable keeps its queue in PostgreSQL: give --store postgresql://user@host:5432/db.")
     settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, once, not in every worker
     import uvicorn
 

@@ -1,0 +1,193 @@
+"""Durable mode's routes (`create_app(durable=True)`): turns submitted to DBOS once per Idempotency-Key, run by any
+worker, read back by id; their events are Server-Sent Events with ids, resumable with Last-Event-ID."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import FastAPI, Header, Query, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from .._agency._agency import Agency
+from ..durable import DurableTurns, TurnFailed, TurnHandle, UnknownTurn
+from ._bodies import (
+    DurableMessageRequest,
+    ErrorDetail,
+    RunResultResponse,
+    error_response,
+    failure_response,
+    result_response,
+)
+from ._openapi import route_docs
+from ._routes import ChatId, IdempotencyKey
+from ._sse import SSE_KEEPALIVE_SECONDS, _sse_chunk
+from ._text import model_response, utf8
+
+_FAILURE_STATUS = {"bad_request": 400, "chat_paused": 409, "nothing_to_resume": 409}
+
+
+class TurnResponse(BaseModel):
+    """A durable turn: where it stands, and its result (or error) once it ended."""
+
+    turn_id: str
+    chat_id: str
+    status: Literal["queued", "running", "done", "failed", "cancelled"]
+    result: RunResultResponse | None = Field(default=None, description="Once `status` is done.")
+    error: ErrorDetail | None = Field(default=None, description="Once `status` is failed.")
+
+
+def failed_response(failed: TurnFailed) -> Response:
+    return error_response(_FAILURE_STATUS.get(failed.kind, 500), failed.kind, str(failed))
+
+
+async def turn_response(handle: TurnHandle) -> TurnResponse:
+    status = await handle.status()
+    response = TurnResponse(turn_id=handle.turn_id, chat_id=handle.chat_id, status=status)
+    if status == "done":
+        response.result = result_response(await handle.result())
+    elif status == "failed":
+        try:
+            await handle.result()
+        except TurnFailed as failed:
+            response.error = ErrorDetail(type=failed.kind, message=str(failed))
+    return response
+
+
+def add_durable_routes(app: FastAPI, agency: Agency, turns: DurableTurns, *, protected: bool) -> None:
+    turn = (400, 401, 409, 413, 415, 422, 500, 503)
+
+    @app.post(
+        "/chats/{chat_id}/messages", response_model=RunResultResponse, operation_id="post_message",
+        **route_docs(*turn, protected=protected, result=""),
+    )
+    async def post_message(
+        chat_id: ChatId, request: DurableMessageRequest, idempotency_key: IdempotencyKey = None
+    ) -> Any:
+        """Run one turn (durably: any worker finishes it) and return its result once complete; with `background`,
+        202 at once with the turn's id (GET /chats/{chat_id}/turns/{turn_id} for its status and result)."""
+        try:
+            handle = await turns.submit(
+                request.message, chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key
+            )
+            if request.background:
+                location = f"/chats/{chat_id}/turns/{handle.turn_id}"
+                body = await turn_response(handle)
+                response = model_response(body, status_code=202)
+                response.headers["location"] = location
+            else:
+                response = model_response(result_response(await handle.result()))
+            response.headers["turn-id"] = handle.turn_id
+            return response
+        except TurnFailed as failed:
+            return failed_response(failed)
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+
+    @app.post(
+        "/chats/{chat_id}/messages:stream", operation_id="stream_message",
+        **route_docs(*turn, protected=protected, sse=True),
+    )
+    async def stream_message(
+        chat_id: ChatId, request: DurableMessageRequest, idempotency_key: IdempotencyKey = None
+    ) -> Any:
+        """Run one turn durably, streaming its events, each with an `id`: a client that lost the stream reconnects
+        to GET /chats/{chat_id}/turns/{turn_id}/events with Last-Event-ID. Leaving does not stop the turn."""
+        try:
+            handle = await turns.submit(
+                request.message, chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key
+            )
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+        return DurableEventStream(handle, None)
+
+    _add_turn_routes(app, turns, protected=protected)
+
+
+def _add_turn_routes(app: FastAPI, turns: DurableTurns, *, protected: bool) -> None:
+    read = (400, 401, 404, 422, 500, 503)
+
+    @app.get(
+        "/chats/{chat_id}/turns/{turn_id}", response_model=TurnResponse, operation_id="get_turn",
+        **route_docs(*read, protected=protected),
+    )
+    async def get_turn(chat_id: ChatId, turn_id: str) -> Any:
+        """A durable turn's status, and its result or error once it ended."""
+        try:
+            return model_response(await turn_response(turns.handle(chat_id, turn_id)))
+        except UnknownTurn as unknown:
+            return error_response(404, "not_found", str(unknown))
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+
+    @app.get(
+        "/chats/{chat_id}/turns/{turn_id}/events", operation_id="turn_events",
+        **route_docs(*read, protected=protected, sse=True),
+    )
+    async def turn_events(
+        chat_id: ChatId, turn_id: str, last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+        after: Annotated[int | None, Query(ge=-1, description="Like Last-Event-ID: the events after this id.")] = None,
+    ) -> Any:
+        """The turn's events after Last-Event-ID (or `after`; all without either), live until it ends, then `done`."""
+        try:
+            handle = turns.handle(chat_id, turn_id)
+            await handle.status()  # a turn nobody submitted is a 404 now, not an empty stream
+        except UnknownTurn as unknown:
+            return error_response(404, "not_found", str(unknown))
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+        if last_event_id is not None:
+            if not last_event_id.strip().lstrip("-").isdigit():
+                return error_response(400, "bad_request", "Last-Event-ID must be the id of an event of this turn.")
+            after = int(last_event_id)
+        return DurableEventStream(handle, after)
+
+
+class DurableEventStream(StreamingResponse):
+    """A durable turn's events as `id:`/`event:`/`data:` blocks, then `done` (the result) or `error`."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, handle: TurnHandle, after: int | None) -> None:
+        super().__init__(
+            _chunks(handle, after),
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no", "turn-id": handle.turn_id},
+        )
+
+
+async def _chunks(handle: TurnHandle, after: int | None) -> AsyncIterator[bytes]:
+    """Read in a task of its own (a timed-out read would otherwise end the stream): keep-alive comments meanwhile."""
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue(64)
+    reader = asyncio.create_task(_read(handle, after, queue))
+    try:
+        while True:
+            try:
+                chunk = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_SECONDS)
+            except TimeoutError:
+                yield b": keep-alive\n\n"
+                continue
+            if chunk is None:
+                return
+            yield chunk
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
+
+
+async def _read(handle: TurnHandle, after: int | None, queue: asyncio.Queue[bytes | None]) -> None:
+    try:
+        async for event in handle.events(after):
+            data = json.dumps(event.data, default=jsonable_encoder, ensure_ascii=False)
+            await queue.put(utf8(f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n"))
+        result = result_response(await handle.result()).model_dump(mode="json")
+        await queue.put(_sse_chunk("done", {"type": "done", "result": result}))
+    except TurnFailed as failed:
+        error = {"type": failed.kind, "message": str(failed)}
+        await queue.put(_sse_chunk("error", {"type": "error", "error": error}))
+    await queue.put(None)
