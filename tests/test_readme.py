@@ -246,3 +246,9 @@ def test_the_readme_serving_block_answers_its_curl_line(tmp_path: Path) -> None:
     assert re.fullmatch(ceo_answer(1, "Build it"), body["final_output"]), body  # the scripted CEO answered
     assert body["chat_id"] == "c42"
     assert shlex.split(curl)[:3] == ["curl", "-H", "Authorization: Bearer $API_TOKEN"]  # the token from the env
+
+
+def test_no_fenced_block_hides_from_this_test_by_indentation() -> None:
+    """A fence indented (inside a list item) is not one `readme_blocks` sees: it would never run."""
+    indented = [n for n, line in enumerate(README.read_text().splitlines(), 1) if re.match(r"\s+```", line)]
+    assert indented == [], f"README lines {indented}: put these blocks at the start of the line"
