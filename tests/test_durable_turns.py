@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from agents import function_tool
 
-from agency_swarm import Agency, Agent, SQLThreadStore
+from agency_swarm import Agency, Agent, SQLThreadStore, TurnLockLost
 from agency_swarm import durable as durable_package
 from agency_swarm.durable import DurableTurns, TurnFailed, UnknownTurn
 from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall
@@ -25,9 +25,15 @@ def record(note: str) -> str:
     return f"recorded {note}"
 
 
+lost_once: list[bool] = []
+
+
 def step(call: ModelCall) -> Step:
     if call.last_user_message == "fail":
         raise RuntimeError("the model broke")
+    if call.last_user_message == "lose the lock" and not lost_once:
+        lost_once.append(True)  # as when this worker was cut off and another took the chat over
+        raise TurnLockLost("the turn lock's session ended", chat_id="any")
     if not call.tool_outputs:
         return ToolCall("record", {"note": call.last_user_message})
     return f"done: {call.last_user_message}"
@@ -123,3 +129,15 @@ async def test_a_turn_id_of_another_chat_is_unknown(turns: DurableTurns) -> None
 def test_the_durable_package_exports_a_sorted_public_surface() -> None:
     exported = ["DurableEvent", "DurableTurns", "TurnFailed", "TurnHandle", "TurnStatus", "UnknownTurn"]
     assert durable_package.__all__ == sorted(durable_package.__all__) == exported
+
+
+async def test_a_turn_that_lost_its_lock_is_run_again_in_its_step_and_finishes(turns: DurableTurns) -> None:
+    lost_once.clear()
+    chat_id = chat()
+    handle = await turns.submit("lose the lock", chat_id=chat_id)
+    result = await handle.result()
+    assert lost_once == [True]
+    assert result.final_output == "done: lose the lock"
+    threads = await turns.agency.get_threads(chat_id)
+    users = [item for item in threads["user->A"] if item.get("role") == "user" and "type" not in item]
+    assert len(users) == 1  # run again by its turn id: the message is not stored twice

@@ -11,13 +11,15 @@ from typing import Any, Literal
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID, WorkflowHandleAsync
 
 from .._agency._agency import Agency
-from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingToResume, RunError
+from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingToResume, RunError, TurnLockLost
 from .._threads._manager import check_chat_id
 from .._turn._results import RunResult
 from ._stream import DurableEvent, EventWriter, read_events
 from ._supervisor import Supervisor
 from ._workflow import serve_turns, turn_workflow
 
+LOST_LOCK_RETRIES = 3
+"""How often a step whose turn lost its chat's lock runs the turn again before it fails."""
 TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 _STATUSES: dict[str, TurnStatus] = {
     "ENQUEUED": "queued", "PENDING": "running", "SUCCESS": "done", "ERROR": "failed", "CANCELLED": "cancelled",
@@ -162,7 +164,23 @@ class DurableTurns:
         return TurnHandle(turn_id, chat_id)
 
     async def _run(self, request: dict[str, Any], writer: EventWriter) -> RunResult:
-        """The turn itself, inside its workflow's step: streamed, each event written to the turn's stream."""
+        """The turn itself, inside its workflow's step: streamed, each event written to the turn's stream.
+
+        A turn that lost its chat's lock (TurnLockLost: this worker was cut off, and another took the turn over)
+        is run again: the call waits for the chat, then returns the turn's result, or goes on with it, so both
+        runs of the step end with the same result."""
+        for attempt in range(LOST_LOCK_RETRIES + 1):
+            try:
+                result = await self._streamed(request, writer)
+            except TurnLockLost:
+                if attempt == LOST_LOCK_RETRIES:
+                    raise
+                continue
+            result.tool_guardrails = None  # guardrail objects hold functions: not stored with the workflow's output
+            return result
+        raise AssertionError("unreachable")
+
+    async def _streamed(self, request: dict[str, Any], writer: EventWriter) -> RunResult:
         stream = self.agency.get_response_stream(
             request["message"], request["recipient_agent"], chat_id=request["chat_id"], turn_id=request["turn_id"]
         )
@@ -171,11 +189,11 @@ class DurableTurns:
                 async for event in stream:
                     await writer.write(event)
             await writer.flush()
+        except TurnLockLost:
+            raise
         except Exception as error:
             await writer.flush()
             failed = failure(error)
             await writer.write_data({"type": "turn_failed", "kind": failed.kind, "message": str(failed)})
             raise failed from None
-        result = stream.result
-        result.tool_guardrails = None  # guardrail objects hold functions: not stored with the workflow's output
-        return result
+        return stream.result
