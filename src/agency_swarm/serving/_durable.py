@@ -26,7 +26,7 @@ from ._bodies import (
 )
 from ._openapi import route_docs
 from ._routes import ChatId, IdempotencyKey
-from ._sse import SSE_KEEPALIVE_SECONDS, _sse_chunk
+from ._sse import _sse_chunk, queued_chunks
 from ._text import model_response, utf8
 
 _FAILURE_STATUS = {"bad_request": 400, "chat_paused": 409, "nothing_to_resume": 409}
@@ -165,14 +165,7 @@ async def _chunks(handle: TurnHandle, after: int | None) -> AsyncIterator[bytes]
     queue: asyncio.Queue[bytes | None] = asyncio.Queue(64)
     reader = asyncio.create_task(_read(handle, after, queue))
     try:
-        while True:
-            try:
-                chunk = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_SECONDS)
-            except TimeoutError:
-                yield b": keep-alive\n\n"
-                continue
-            if chunk is None:
-                return
+        async for chunk in queued_chunks(queue):
             yield chunk
     finally:
         reader.cancel()

@@ -32,6 +32,19 @@ def _sse_chunk(kind: str, data: Any) -> bytes:
     return utf8(f"event: {kind}\ndata: {json.dumps(data, default=jsonable_encoder, ensure_ascii=False)}\n\n")
 
 
+async def queued_chunks(queue: asyncio.Queue[bytes | None]) -> AsyncIterator[bytes]:
+    """The chunks put in `queue` until None, with a keep-alive comment whenever it stays empty for a while."""
+    while True:
+        try:
+            chunk = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_SECONDS)
+        except TimeoutError:
+            yield b": keep-alive\n\n"
+            continue
+        if chunk is None:
+            return
+        yield chunk
+
+
 class _EventPump:
     """Runs a streamed turn in its own task and hands its events, as SSE chunks, to the response.
 
@@ -68,16 +81,8 @@ class _EventPump:
             await self._queue.put(_sse_chunk("error", {"type": "error", "error": detail.model_dump(exclude_none=True)}))
         await self._queue.put(None)
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        while True:
-            try:
-                chunk = await asyncio.wait_for(self._queue.get(), SSE_KEEPALIVE_SECONDS)
-            except TimeoutError:
-                yield b": keep-alive\n\n"
-                continue
-            if chunk is None:
-                return
-            yield chunk
+    def chunks(self) -> AsyncIterator[bytes]:
+        return queued_chunks(self._queue)
 
     async def stop(self) -> None:
         """Cancel the turn if it still runs (the client left) and wait until it has been cleaned up."""
