@@ -106,3 +106,53 @@ async def test_a_bad_turn_id_is_refused_before_anything_runs(bad: Any) -> None:
     with pytest.raises(ConfigError, match="turn_id must be a non-blank str"):
         await agency.get_response("hello", chat_id="c", turn_id=bad)
     assert model.calls == []
+
+
+async def test_a_resume_with_an_id_is_not_run_twice_and_keeps_its_decisions() -> None:
+    ran: list[str] = []
+
+    @function_tool(needs_approval=True)
+    def deploy(target: str) -> str:
+        """Deploy."""
+        ran.append(target)
+        return f"deployed {target}"
+
+    def step(call: ModelCall) -> Step:
+        return ToolCall("deploy", {"target": "prod"}) if not call.tool_outputs else "deployed"
+
+    agency = Agency(Agent(name="A", model=ScriptedModel(step), tools=[deploy]))
+    paused = await agency.get_response("ship it", chat_id="c")
+    [waiting] = paused.interruptions
+    first = await agency.resume("c", approve=[waiting.call_id], turn_id="r-1")
+    again = await agency.resume("c", approve=[waiting.call_id], turn_id="r-1")  # the call no longer waits: fine
+    assert first.final_output == again.final_output == "deployed"
+    assert again.new_items == first.new_items
+    assert ran == ["prod"]
+
+
+async def test_a_resume_cut_short_goes_on_with_the_same_id_and_runs_nothing_twice() -> None:
+    ran: list[str] = []
+    fail = [True]
+
+    @function_tool(needs_approval=True)
+    def deploy(target: str) -> str:
+        """Deploy."""
+        ran.append(target)
+        return f"deployed {target}"
+
+    def step(call: ModelCall) -> Step:
+        if not call.tool_outputs:
+            return ToolCall("deploy", {"target": "prod"})
+        if fail and fail.pop():
+            return Fail(RuntimeError("the model went away"))
+        return "deployed"
+
+    agency = Agency(Agent(name="A", model=ScriptedModel(step), tools=[deploy]))
+    [waiting] = (await agency.get_response("ship it", chat_id="c")).interruptions
+    with pytest.raises(RuntimeError, match="went away"):
+        await agency.resume("c", approve=[waiting.call_id], turn_id="r-1")
+    result = await agency.resume("c", approve=[waiting.call_id], turn_id="r-1")
+    assert result.final_output == "deployed"
+    assert ran == ["prod"]
+    outputs = [i for i in (await agency.get_threads("c"))["user->A"] if i.get("type") == "function_call_output"]
+    assert [output["output"] for output in outputs] == ["deployed prod"]

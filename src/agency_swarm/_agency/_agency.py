@@ -15,7 +15,7 @@ from .._base._placeholders import check_placeholders
 from .._model._retry import RetryPolicy
 from .._threads._manager import LoadThreadsCallback, SaveThreadsCallback, ThreadManager, check_chat_id
 from .._threads._store import ThreadStore
-from .._turn._agent import Agent, run_turn, stream_turn
+from .._turn._agent import Agent, check_turn_id, run_turn, stream_turn
 from .._turn._channel import TurnStart
 from .._turn._chart import Chart, parse_chart
 from .._turn._definition import DEFAULT_CHAT_ID, DEFAULT_MAX_RECURSION_DEPTH, AgentBase, Wiring, attach
@@ -242,14 +242,16 @@ class Agency:
         approve: Iterable[str] = (),
         reject: Iterable[str] = (),
         context: Any = None,
+        turn_id: str | None = None,
     ) -> RunResult:
         """Continue the chat's unfinished turn from its last stored item.
 
         After a pause (`result.paused`): the calls in `approve` run, those in `reject` get a rejection the model
         reads, and calls left undecided pause the turn again. After a crash: calls without outputs run again and
         nested turns go on where they stopped. Raises `NothingToResume` when the last turn finished.
+        `turn_id`: as in get_response; a resume already started with it is continued or its result returned.
         """
-        return await self._open_resume(chat_id, approve, reject, context, streaming=False)._drain()
+        return await self._open_resume(chat_id, approve, reject, context, turn_id, streaming=False)._drain()
 
     def resume_stream(
         self,
@@ -258,9 +260,10 @@ class Agency:
         approve: Iterable[str] = (),
         reject: Iterable[str] = (),
         context: Any = None,
+        turn_id: str | None = None,
     ) -> ResponseStream:
         """`resume` as a stream of events, like `get_response_stream`."""
-        return self._open_resume(chat_id, approve, reject, context, streaming=True)
+        return self._open_resume(chat_id, approve, reject, context, turn_id, streaming=True)
 
     def resume_sync(
         self,
@@ -269,23 +272,27 @@ class Agency:
         approve: Iterable[str] = (),
         reject: Iterable[str] = (),
         context: Any = None,
+        turn_id: str | None = None,
     ) -> RunResult:
         """Blocking form of `resume`."""
         from .._base._sync import run_sync
 
-        return run_sync(self.resume(chat_id, approve=approve, reject=reject, context=context))
+        return run_sync(self.resume(chat_id, approve=approve, reject=reject, context=context, turn_id=turn_id))
 
     def _open_resume(
-        self, chat_id: str | None, approve: Iterable[str], reject: Iterable[str], context: Any, *, streaming: bool
+        self, chat_id: str | None, approve: Iterable[str], reject: Iterable[str], context: Any, turn_id: str | None,
+        *, streaming: bool,
     ) -> ResponseStream:
         chat = check_chat_id(DEFAULT_CHAT_ID if chat_id is None else chat_id)
+        if turn_id is not None:
+            check_turn_id(turn_id)
         decisions = {name: _call_ids(name, ids) for name, ids in (("approve", approve), ("reject", reject))}
         entries = {agent.name: (agent, self._wirings[agent.name]) for agent in self._chart.entry_points}
 
         def start(stream: ResponseStream) -> TurnStart:
             return resume_turn(
                 entries, self.thread_manager, chat_id=chat, context=context, approve=decisions["approve"],
-                reject=decisions["reject"], stream=stream,
+                reject=decisions["reject"], stream=stream, turn_id=turn_id,
             )
 
         return ResponseStream(start, streaming=streaming)

@@ -10,7 +10,7 @@ from agents import FunctionTool
 from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn
 from .._base._sync import INSIDE, Inside
 from .._threads._manager import ThreadManager, clean_up
-from .._threads._thread_items import is_finished, message_text, turn_start, without_call_marks
+from .._threads._thread_items import is_finished, message_text, turn_mark, turn_start, without_call_marks
 from ._channel import HookFailed, TurnStart, channel
 from ._definition import AgentBase, Wiring
 from ._results import Interruption, ResponseStream, RunResult
@@ -86,15 +86,22 @@ def resume_turn(
     reject: frozenset[str],
     stream: ResponseStream,
     agent_turn: AgentTurn,
+    turn_id: str | None = None,
 ) -> TurnStart:
-    """Continue the chat's unfinished top-level turn from its last stored item (after a pause or a crash)."""
+    """Continue the chat's unfinished top-level turn from its last stored item (after a pause or a crash). With a
+    `turn_id`, a resume already started with it is not started again (`_turn_again`; its decisions that still
+    wait apply)."""
 
     async def resumed() -> RunResult:
         inside = entered(manager, chat_id)
         async with manager.hold(chat_id):
             await manager.ensure_loaded(chat_id)
+            run = Run(chat_id, stream.streaming, context, approve, reject, inside, turn_id)
+            again = None if turn_id is None else _resumed_before(entries, manager, run, turn_id)
+            if again is not None:
+                return await _turn_again(manager, again[0], again[1], stream, agent_turn)
             agent, wiring = _unfinished_entry(entries, manager, chat_id)
-            pending = {str(call.get("call_id")) for calls in manager.waiting_calls(chat_id).values() for call in calls}
+            pending = _waiting_call_ids(manager, chat_id)
             unknown = sorted((approve | reject) - pending)
             if unknown or approve & reject:
                 raise ConfigError(
@@ -104,11 +111,35 @@ def resume_turn(
                 )
             turn = Turn(
                 agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, USER_CALLER, agent.name),
-                caller=USER_CALLER, depth=0, run=Run(chat_id, stream.streaming, context, approve, reject, inside),
+                caller=USER_CALLER, depth=0, run=run,
             )
+            if turn_id is not None:  # stored first: a crash from here on leaves a resume that is continued, not redone
+                turn.thread.has_marks = True
+                await turn.thread.extend([turn_mark(turn_id)])
             return await _entry_turn(manager, turn, None, None, stream, agent_turn)
 
     return resumed
+
+
+def _resumed_before(
+    entries: Mapping[str, tuple[AgentBase, Wiring]], manager: ThreadManager, run: Run, turn_id: str
+) -> tuple[Turn, int] | None:
+    """The turn, and its mark's index, of a resume that `turn_id` already started, if one did; of the user's
+    decisions, those whose calls still wait apply (the others were applied by the resume that started)."""
+    threads = manager.get_threads(run.chat_id)
+    for name, (agent, wiring) in entries.items():
+        items = threads.get(f"{USER_CALLER}->{name}")
+        begun = None if items is None else turn_start(items, turn_id)
+        if begun is not None:
+            waiting = _waiting_call_ids(manager, run.chat_id)
+            run.approved, run.rejected = run.approved & waiting, run.rejected & waiting
+            thread = manager.get_thread(run.chat_id, USER_CALLER, name)
+            return Turn(agent, wiring, thread, USER_CALLER, 0, run), begun
+    return None
+
+
+def _waiting_call_ids(manager: ThreadManager, chat_id: str) -> set[str]:
+    return {str(call.get("call_id")) for calls in manager.waiting_calls(chat_id).values() for call in calls}
 
 
 def entered(manager: ThreadManager, chat_id: str) -> Inside:

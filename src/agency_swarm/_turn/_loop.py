@@ -73,11 +73,12 @@ def resume_turn(
     approve: frozenset[str],
     reject: frozenset[str],
     stream: ResponseStream,
+    turn_id: str | None = None,
 ) -> TurnStart:
     """Continue the chat's unfinished top-level turn from its last stored item (see `_entry.resume_turn`)."""
     return _entry.resume_turn(
         entries, manager, chat_id=chat_id, context=context, approve=approve, reject=reject, stream=stream,
-        agent_turn=run_agent,
+        agent_turn=run_agent, turn_id=turn_id,
     )
 
 
