@@ -1,4 +1,5 @@
-"""The agency the durable tests serve: agent "A" calls `record(note)` once per turn, then answers "done: <message>".
+"""The agency the durable tests serve: agent "A" calls `record(note)` once per turn (`guarded(note)`, which waits for
+approval, for a message starting with "ask"), then answers "done: <message>".
 
 `record` inserts (call_id, note) into `durable_side_effects` of the test PostgreSQL, so a test can count how often
 each call really ran; for a note "block GATE" it then prints `blocked <call_id>` and waits for
@@ -38,14 +39,21 @@ async def record(context: ToolContext[object], note: str) -> str:
     return f"recorded {note}"
 
 
+@function_tool(needs_approval=True)
+def guarded(note: str) -> str:
+    """Record a note once a person approved it."""
+    return f"approved {note}"
+
+
 def step(call: ModelCall) -> Step:
     if not call.tool_outputs:
-        return ToolCall("record", {"note": call.last_user_message})
+        tool = "guarded" if call.last_user_message.startswith("ask") else "record"
+        return ToolCall(tool, {"note": call.last_user_message})
     return f"done: {call.last_user_message}"
 
 
 def build_agency(store: ThreadStore) -> Agency:
-    return Agency(Agent(name="A", model=ScriptedModel(step), tools=[record]), thread_store=store)
+    return Agency(Agent(name="A", model=ScriptedModel(step), tools=[record, guarded]), thread_store=store)
 
 
 async def make_side_effects_table() -> None:

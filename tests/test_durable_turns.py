@@ -25,6 +25,13 @@ def record(note: str) -> str:
     return f"recorded {note}"
 
 
+@function_tool(needs_approval=True)
+def guarded(note: str) -> str:
+    """Record a note, once a person approved."""
+    calls.append(f"guarded {note}")
+    return f"recorded {note}"
+
+
 lost_once: list[bool] = []
 
 
@@ -35,14 +42,16 @@ def step(call: ModelCall) -> Step:
         lost_once.append(True)  # as when this worker was cut off and another took the chat over
         raise TurnLockLost("the turn lock's session ended", chat_id="any")
     if not call.tool_outputs:
-        return ToolCall("record", {"note": call.last_user_message})
+        tool = "guarded" if call.last_user_message.startswith("ask") else "record"
+        return ToolCall(tool, {"note": call.last_user_message})
     return f"done: {call.last_user_message}"
 
 
 @pytest.fixture
 async def turns() -> AsyncIterator[DurableTurns]:
     url = require_postgres()
-    agency = Agency(Agent(name="A", model=ScriptedModel(step), tools=[record]), thread_store=SQLThreadStore(url))
+    agent = Agent(name="A", model=ScriptedModel(step), tools=[record, guarded])
+    agency = Agency(agent, thread_store=SQLThreadStore(url))
     run = uuid.uuid4().hex[:8]
     durable = DurableTurns(agency, database_url=url, executor_id=f"test-{run}", queue_name=f"test_{run}")
     await durable.launch()
@@ -141,3 +150,19 @@ async def test_a_turn_that_lost_its_lock_is_run_again_in_its_step_and_finishes(t
     threads = await turns.agency.get_threads(chat_id)
     users = [item for item in threads["user->A"] if item.get("role") == "user" and "type" not in item]
     assert len(users) == 1  # run again by its turn id: the message is not stored twice
+
+
+async def test_a_durable_resume_applies_its_decisions_once_per_key(turns: DurableTurns) -> None:
+    calls.clear()
+    chat_id = chat()
+    paused = await (await turns.submit("ask first", chat_id=chat_id)).result()
+    [waiting] = paused.interruptions
+    first = await turns.resume(chat_id=chat_id, approve=[waiting.call_id], key="go")
+    again = await turns.resume(chat_id=chat_id, approve=[waiting.call_id], key="go")
+    assert first.turn_id == again.turn_id
+    assert (await first.result()).final_output == "done: ask first"
+    assert calls == ["guarded ask first"]
+    wrong = await turns.resume(chat_id=chat_id, approve=["call_nobody_made"])
+    with pytest.raises(TurnFailed) as failed:
+        await wrong.result()
+    assert failed.value.kind in ("bad_request", "nothing_to_resume")

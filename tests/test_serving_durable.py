@@ -100,6 +100,22 @@ def test_a_cut_stream_is_picked_up_with_last_event_id_every_event_once(durable_s
     assert every[-1]["data"]["result"]["final_output"] == "done: stream me"
 
 
+def test_a_durable_resume_with_the_same_key_applies_its_approval_once(durable_server: Server) -> None:
+    chat_id = chat()
+    paused = httpx.post(f"{durable_server.url}/chats/{chat_id}/messages", json={"message": "ask me"}, timeout=60)
+    [waiting] = paused.json()["interruptions"]
+    decisions = {"approve": [waiting["call_id"]]}
+    url = f"{durable_server.url}/chats/{chat_id}/resume"
+    first = httpx.post(url, json=decisions, headers={"Idempotency-Key": "go"}, timeout=60)
+    again = httpx.post(url, json=decisions, headers={"Idempotency-Key": "go"}, timeout=60)
+    assert first.status_code == again.status_code == 200
+    assert first.headers["turn-id"] == again.headers["turn-id"]
+    assert first.json()["final_output"] == "done: ask me"
+    nothing = httpx.post(url, json={}, timeout=60)
+    assert nothing.status_code == 409
+    assert nothing.json()["error"]["type"] == "nothing_to_resume"
+
+
 def test_idempotency_key_without_durable_mode_runs_one_turn(tmp_path: Any) -> None:
     server = start_serve(
         ["--factory", "durable_app:build_agency", "--store", f"sqlite:///{tmp_path / 'chats.db'}"], workers=1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, Literal
 
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID, WorkflowHandleAsync
@@ -140,18 +140,33 @@ class DurableTurns:
         self, message: str, *, chat_id: str, recipient_agent: str | None = None, key: str | None = None
     ) -> TurnHandle:
         """Queue a turn; the same `key` on the same chat is the same turn (never a second one), whatever its state."""
-        if self._queue is None:
-            raise ConfigError("DurableTurns.submit: call `await launch()` first.")
         chat_id = check_chat_id(chat_id)
         if not isinstance(message, str):
             raise ConfigError(f"message must be a str, got {type(message).__name__}.")
         if recipient_agent is not None and recipient_agent not in {agent.name for agent in self.agency.entry_points}:
             raise ConfigError(f"recipient_agent {recipient_agent!r} is not an entry point of this agency.")
+        request = {"chat_id": chat_id, "message": message, "recipient_agent": recipient_agent}
+        return await self._enqueue(request, key, "")
+
+    async def resume(
+        self, *, chat_id: str, approve: Iterable[str] = (), reject: Iterable[str] = (), key: str | None = None
+    ) -> TurnHandle:
+        """Queue a resume of the chat's unfinished turn (`Agency.resume`), durably: the same `key` is the same
+        resume. Decisions on calls that do not wait fail the resume (`TurnFailed`, kind bad_request)."""
+        chat_id = check_chat_id(chat_id)
+        decisions = {name: sorted(ids) for name, ids in (("approve", approve), ("reject", reject))}
+        if any(not isinstance(call_id, str) for ids in decisions.values() for call_id in ids):
+            raise ConfigError("approve and reject must hold call ids (str).")
+        return await self._enqueue({"chat_id": chat_id, "resume": decisions}, key, "r")
+
+    async def _enqueue(self, request: dict[str, Any], key: str | None, kind: str) -> TurnHandle:
+        if self._queue is None:
+            raise ConfigError("DurableTurns: call `await launch()` first.")
         if key is not None and (not isinstance(key, str) or not key or len(key) > 255):
             raise ConfigError("key must be a non-empty str of at most 255 characters.")
         suffix = uuid.uuid4().hex if key is None else hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
-        turn_id = f"{chat_tag(chat_id)}-{suffix}"
-        request = {"chat_id": chat_id, "message": message, "recipient_agent": recipient_agent, "turn_id": turn_id}
+        chat_id = request["chat_id"]
+        request["turn_id"] = turn_id = f"{chat_tag(chat_id)}-{kind}{suffix}"
         with SetWorkflowID(turn_id), SetEnqueueOptions(queue_partition_key=chat_id):
             await self._queue.enqueue_async(turn_workflow, request)
         return TurnHandle(turn_id, chat_id)
@@ -181,9 +196,15 @@ class DurableTurns:
         raise AssertionError("unreachable")
 
     async def _streamed(self, request: dict[str, Any], writer: EventWriter) -> RunResult:
-        stream = self.agency.get_response_stream(
-            request["message"], request["recipient_agent"], chat_id=request["chat_id"], turn_id=request["turn_id"]
-        )
+        chat_id, turn_id, decisions = request["chat_id"], request["turn_id"], request.get("resume")
+        if decisions is not None:
+            stream = self.agency.resume_stream(
+                chat_id, approve=decisions["approve"], reject=decisions["reject"], turn_id=turn_id
+            )
+        else:
+            stream = self.agency.get_response_stream(
+                request["message"], request["recipient_agent"], chat_id=chat_id, turn_id=turn_id
+            )
         try:
             async with stream:
                 async for event in stream:

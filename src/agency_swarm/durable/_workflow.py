@@ -29,7 +29,8 @@ def serve_turns(runner: TurnRunner | None) -> None:
 
 @DBOS.workflow(name="agency_swarm.turn")
 async def turn_workflow(request: dict[str, Any]) -> RunResult:
-    """One top-level turn: `request` holds chat_id, message, recipient_agent and turn_id (the workflow's id)."""
+    """One top-level turn: `request` holds chat_id, turn_id (the workflow's id), and message and recipient_agent,
+    or for a resume, `resume` ({"approve": [...], "reject": [...]})."""
     try:
         return await turn_step(request)
     finally:

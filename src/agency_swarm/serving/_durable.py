@@ -9,7 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Header, Query, Response
+from fastapi import Body, FastAPI, Header, Query, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
@@ -19,6 +19,7 @@ from ..durable import DurableTurns, TurnFailed, TurnHandle, UnknownTurn
 from ._bodies import (
     DurableMessageRequest,
     ErrorDetail,
+    ResumeRequest,
     RunResultResponse,
     error_response,
     failure_response,
@@ -106,7 +107,52 @@ def add_durable_routes(app: FastAPI, agency: Agency, turns: DurableTurns, *, pro
             return failure_response(exc, chat_id)
         return DurableEventStream(handle, None)
 
+    _add_durable_resume_routes(app, turns, protected=protected)
     _add_turn_routes(app, turns, protected=protected)
+
+
+def _add_durable_resume_routes(app: FastAPI, turns: DurableTurns, *, protected: bool) -> None:
+    turn = (400, 401, 409, 413, 415, 422, 500, 503)
+
+    @app.post(
+        "/chats/{chat_id}/resume", response_model=RunResultResponse, operation_id="resume",
+        **route_docs(*turn, protected=protected, result=""),
+    )
+    async def resume(
+        chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None,
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """Continue the chat's unfinished turn (durably; the same Idempotency-Key is the same resume)."""
+        decisions = request or ResumeRequest()
+        try:
+            handle = await turns.resume(
+                chat_id=chat_id, approve=decisions.approve, reject=decisions.reject, key=idempotency_key
+            )
+            response = model_response(result_response(await handle.result()))
+            response.headers["turn-id"] = handle.turn_id
+            return response
+        except TurnFailed as failed:
+            return failed_response(failed)
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+
+    @app.post(
+        "/chats/{chat_id}/resume:stream", operation_id="resume_stream",
+        **route_docs(*turn, protected=protected, sse=True),
+    )
+    async def resume_stream(
+        chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None,
+        idempotency_key: IdempotencyKey = None,
+    ) -> Any:
+        """`resume` as Server-Sent Events with ids, like messages:stream in durable mode."""
+        decisions = request or ResumeRequest()
+        try:
+            handle = await turns.resume(
+                chat_id=chat_id, approve=decisions.approve, reject=decisions.reject, key=idempotency_key
+            )
+        except Exception as exc:
+            return failure_response(exc, chat_id)
+        return DurableEventStream(handle, None)
 
 
 def _add_turn_routes(app: FastAPI, turns: DurableTurns, *, protected: bool) -> None:

@@ -100,7 +100,7 @@ def add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: 
 
     if not durable:
         _add_message_routes(app, agency, protected=protected)
-    _add_resume_routes(app, agency, protected=protected)
+        _add_resume_routes(app, agency, protected=protected)
     _add_chat_routes(app, agency, health.store, protected=protected)
 
 
