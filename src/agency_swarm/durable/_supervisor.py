@@ -82,7 +82,7 @@ class Supervisor:
             await asyncio.sleep(self.beat)  # the heartbeat's period, not a wait for something else
             try:
                 await self.tick()
-            except (OSError, asyncpg.PostgresError) as error:  # the database is away: beat again next period
+            except Exception as error:  # the database is away, or DBOS failed: never let the heartbeat task die
                 logger.warning("Durable heartbeat of %s failed (%s)", self.executor_id, type(error).__name__)
                 await self._reconnect()
 
