@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,38 +47,57 @@ STARTUP_TIMEOUT_S = 180.0
 # -- what the workers serve (imported by them as `serving_load`) ---------------------------------------------------
 
 
-def build_agency(store: Any) -> Any:
+def slow_model(on_call: Callable[[], None] | None = None) -> Any:
+    """The scripted model answering every message after 20 ms of latency, blocking or streamed (durable turns
+    stream); `on_call` runs before each call."""
+    from agency_swarm.testing import ScriptedModel
+
+    class SlowModel(ScriptedModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            if on_call is not None:
+                on_call()
+            await asyncio.sleep(MODEL_LATENCY_S)
+            return await super().get_response(*args, **kwargs)
+
+        async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            if on_call is not None:
+                on_call()
+            await asyncio.sleep(MODEL_LATENCY_S)
+            async for event in super().stream_response(*args, **kwargs):
+                yield event
+
+    return SlowModel(lambda call: f"noted: {call.last_user_message}")
+
+
+def build_agency(store: Any, model: Any = None) -> Any:
     """One agent answering every message after 20 ms of model latency."""
     import agents
 
     from agency_swarm import Agency, Agent
-    from agency_swarm.testing import ScriptedModel
 
     agents.set_tracing_disabled(True)
-
-    class SlowModel(ScriptedModel):
-        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
-            await asyncio.sleep(MODEL_LATENCY_S)
-            return await super().get_response(*args, **kwargs)
-
-    model = SlowModel(lambda call: f"noted: {call.last_user_message}")
-    return Agency(Agent(name="Assistant", model=model), thread_store=store)
+    return Agency(Agent(name="Assistant", model=model or slow_model()), thread_store=store)
 
 
 # -- the server -------------------------------------------------------------------------------------------------
 
 
-def start(workers: int, store: str) -> tuple[subprocess.Popen[str], str, list[int]]:
+def start(
+    workers: int, store: str, options: Sequence[str] = (), factory: str = "serving_load:build_agency",
+    lines: queue.Queue[str | None] | None = None,
+) -> tuple[subprocess.Popen[str], str, list[int]]:
+    """`agency-swarm serve` with `options`, once every worker started: the process, its URL and the workers' pids.
+    The server's log lines go on to `lines` (read by the caller) if given."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
     command = [
-        str(Path(sys.executable).with_name("agency-swarm")), "serve", "--factory", "serving_load:build_agency",
-        "--store", store, "--workers", str(workers), "--port", str(port), "--no-access-log",
+        str(Path(sys.executable).with_name("agency-swarm")), "serve", "--factory", factory, "--store", store,
+        "--workers", str(workers), "--port", str(port), "--no-access-log", *options,
     ]
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
-    lines: queue.Queue[str | None] = queue.Queue()
+    lines = queue.Queue() if lines is None else lines
 
     def read() -> None:
         assert process.stderr is not None

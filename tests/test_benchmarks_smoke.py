@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -85,3 +86,24 @@ def test_the_long_chat_benchmark_prints_a_row_per_store() -> None:
     for row in rows[1:-1]:
         assert all(re.fullmatch(r"\d+\.\d+ \(\d+\.\d+x\)", cell) for cell in row[1:]), row
     assert all(re.fullmatch(r"\d+\.\d+", cell) for cell in rows[-1][1:]), rows[-1]
+
+
+def test_the_durable_load_benchmark_prints_plain_and_durable_rows_and_a_recovery_time() -> None:
+    from postgres_support import require_postgres
+
+    url = require_postgres()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "durable_load.py"), "--clients", "2", "--workers", "1",
+         "--seconds", "0.3", "--idle", "0.1", "--kills", "1", "--recovery-workers", "2", "--recovery-clients", "2",
+         "--settle", "0.2"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+        env={**os.environ, "AGENCY_SWARM_BENCH_POSTGRES_URL": url},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.strip("| ").split(" | ") for line in proc.stdout.splitlines() if line.startswith(("| plain", "| dur"))]
+    assert [row[:3] for row in rows] == [["plain", "1", "2"], ["durable", "1", "2"]]
+    for row in rows:
+        assert all(re.fullmatch(r"\d+(\.\d+)?", cell) for cell in row[3:10]), row
+    split = next(line for line in proc.stdout.splitlines() if line.startswith("| 1 | 2 |"))
+    assert all(re.fullmatch(r"-?\d+\.\d", cell) for cell in split.strip("| ").split(" | ")[2:]), split
+    assert re.search(r"Recovery time \(kill → every turn it was running done\): median \d+\.\d\d s", proc.stdout)
