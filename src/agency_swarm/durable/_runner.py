@@ -123,6 +123,9 @@ class DurableTurns:
             "name": "agency_swarm", "system_database_url": self._url, "executor_id": self.executor_id,
             "application_version": self._version, "log_level": "WARNING",
         })
+        # Else DBOS dequeues from every queue its application has in the database: another DurableTurns' turns,
+        # run with this agency.
+        DBOS.listen_queues([self.queue_name])
         serve_turns(self._run)
         DBOS.launch()
         self._queue = await DBOS.register_queue_async(

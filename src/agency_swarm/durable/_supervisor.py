@@ -2,10 +2,11 @@
 
 Open-source DBOS recovers a worker's workflows only when a process with the same executor id launches. Each worker
 here writes a heartbeat row every `heartbeat_seconds`; a worker that sees a row older than `expire_after_seconds`
-claims it (one claimant: an UPDATE ... RETURNING), puts that executor's PENDING workflows back on the queue
-(`DBOS.resume_workflows_async`), then deletes the row. A claimant that dies before deleting leaves a claim that
-expires in turn. A turn resumed twice, or one still running somewhere, runs again harmlessly: its id is stored
-with its message, so the later run continues it or returns its result, under the chat's turn lock.
+claims it (one claimant: an UPDATE ... RETURNING), puts that executor's PENDING workflows back on their queue
+(`DBOS.resume_workflows_async`; the dead worker's queue, which need not be the claimant's: workers of every queue
+share the table), then deletes the row. A claimant that dies before deleting leaves a claim that expires in turn.
+A turn resumed twice, or one still running somewhere, runs again harmlessly: its id is stored with its message, so
+the later run continues it or returns its result, under the chat's turn lock.
 """
 
 from __future__ import annotations
@@ -96,14 +97,17 @@ class Supervisor:
         for row in await connection.fetch(_CLAIM, self.executor_id, self.expire_after):
             dead = row["executor_id"]
             pending = await DBOS.list_workflows_async(
-                status="PENDING", executor_id=dead, queue_name=self.queue_name, load_input=False, load_output=False
+                status="PENDING", executor_id=dead, load_input=False, load_output=False
             )
-            ids = [workflow.workflow_id for workflow in pending]
-            if ids:
-                await DBOS.resume_workflows_async(ids, queue_name=self.queue_name)
+            queues: dict[str, list[str]] = {}  # each back on its own queue: the dead worker's may not be this one's
+            for workflow in pending:
+                if workflow.queue_name is not None:
+                    queues.setdefault(workflow.queue_name, []).append(workflow.workflow_id)
+            for queue_name, ids in queues.items():
+                await DBOS.resume_workflows_async(ids, queue_name=queue_name)
                 logger.warning("Worker %s stopped beating: %d of its turns are queued again", dead, len(ids))
+                handed += ids
             await connection.execute(_RELEASE, dead, self.executor_id)
-            handed += ids
         return handed
 
     async def _reconnect(self) -> None:
