@@ -79,6 +79,15 @@ async def finished(url: str, turn_id: str) -> tuple[Any, str]:
         client.destroy()
 
 
+async def forget_queue(url: str, queue: str) -> None:
+    """The database outlives the tests: leave no queue behind."""
+    client = DBOSClient(system_database_url=url)
+    try:
+        await client.delete_queue_async(queue)
+    finally:
+        client.destroy()
+
+
 async def side_effects(url: str, call_id: str) -> int:
     connection = await asyncpg.connect(url)
     try:
@@ -114,7 +123,10 @@ async def test_a_turn_killed_mid_tool_is_finished_without_the_client(workers: li
     first.kill()
     executor = f"rec-{run}-b" if who == "another worker" else f"rec-{run}-a"
     workers.append(Worker(url, executor, queue))
-    result, ran_on = await finished(url, turn_id)
+    try:
+        result, ran_on = await finished(url, turn_id)
+    finally:
+        await forget_queue(url, queue)
     assert result.final_output == f"done: block {run}"
     assert ran_on == executor
     await check_the_chat(url, chat_id, call_id)

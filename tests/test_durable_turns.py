@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from agents import function_tool
+from dbos import DBOSClient
 
 from agency_swarm import Agency, Agent, SQLThreadStore, TurnLockLost
 from agency_swarm import durable as durable_package
@@ -56,6 +57,11 @@ async def turns() -> AsyncIterator[DurableTurns]:
     durable = DurableTurns(agency, database_url=url, executor_id=f"test-{run}", queue_name=f"test_{run}")
     await durable.launch()
     yield durable
+    client = DBOSClient(system_database_url=url)
+    try:
+        await client.delete_queue_async(durable.queue_name)  # the database outlives the tests: leave no queue behind
+    finally:
+        client.destroy()
     await durable.aclose()
     await agency.aclose()
 
