@@ -63,6 +63,10 @@ MODES = {"plain": ((), False), "plain+key": ((), True), "durable": (("--durable"
 RECOVERY_TIMEOUT_S = 120.0
 
 
+class BenchmarkError(Exception):
+    """What stops the measurement (after every server is stopped and database dropped)."""
+
+
 # -- what the workers serve (imported by them as `durable_load`) ---------------------------------------------------
 
 
@@ -98,14 +102,28 @@ async def fresh_database() -> AsyncIterator[str]:
         await connection.execute(f'CREATE DATABASE "{name}"')
     finally:
         await connection.close()
+    url = with_database(POSTGRES_URL, name)
     try:
-        yield with_database(POSTGRES_URL, name)
+        await make_schema(url)
+        yield url
     finally:
         connection = await asyncpg.connect(POSTGRES_URL)
         try:
             await connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await connection.close()
+
+
+async def make_schema(url: str) -> None:
+    """The store's tables, made before the workers start, as a deployed database has them. (Made by several
+    workers at once, a first turn's append can deadlock with a worker still making them: StoreError, 503.)"""
+    from agency_swarm import SQLThreadStore
+
+    store = SQLThreadStore(url)
+    try:
+        await store.load("bench-schema")
+    finally:
+        await store.aclose()
 
 
 def backend_cpu(database: str) -> dict[int, float]:
@@ -138,6 +156,8 @@ class Turn:
 @dataclass
 class Phase:
     turns: list[Turn] = field(default_factory=list)
+    failed: Counter[str] = field(default_factory=Counter)
+    """Requests that did not answer 200, by status and error type (warm-up included); not in the figures."""
     wall: float = 0.0
     used: tuple[float, ...] = ()
     """What the meter counted over the measured phase."""
@@ -181,12 +201,14 @@ def http_client(url: str, clients: int) -> Any:
     return httpx.AsyncClient(base_url=url, timeout=120, limits=limits)
 
 
-async def post_turn(http: Any, chat_id: str, message: str, keyed: bool) -> Turn:
+async def post_turn(http: Any, chat_id: str, message: str, keyed: bool, phase: Phase) -> Turn | None:
+    """One turn; a failed one is counted in `phase.failed` (and not retried) instead."""
     headers = {"Idempotency-Key": uuid.uuid4().hex} if keyed else {}
     sent, began = time.time(), time.perf_counter()
     response = await http.post(f"/chats/{chat_id}/messages", json={"message": message}, headers=headers)
     if response.status_code != 200:
-        raise SystemExit(f"turn failed: {response.status_code} {response.text}")
+        phase.failed[f"{response.status_code} {response.json().get('error', {}).get('type')}"] += 1
+        return None
     return Turn(sent, time.perf_counter() - began, response.headers.get("turn-id"))
 
 
@@ -198,7 +220,7 @@ async def drive(
     seconds, turns = limit
     phase = Phase()
     async with http_client(url, clients) as http:
-        await asyncio.gather(*(post_turn(http, f"{prefix}{number}", "warm-up", keyed) for number in range(clients)))
+        await asyncio.gather(*(post_turn(http, f"{prefix}{n}", "warm-up", keyed, phase) for n in range(clients)))
         before = meter.read()
         await asyncio.sleep(idle_s)  # the idle window measured
         phase.idle = tuple(value / idle_s for value in meter.since(before))
@@ -206,7 +228,9 @@ async def drive(
         async def chat(number: int) -> None:
             index = 0
             while index < turns if turns else time.perf_counter() < deadline:
-                phase.turns.append(await post_turn(http, f"{prefix}{number}", f"turn {index}", keyed))
+                turn = await post_turn(http, f"{prefix}{number}", f"turn {index}", keyed, phase)
+                if turn is not None:
+                    phase.turns.append(turn)
                 index += 1
 
         before, began = meter.read(), time.perf_counter()
@@ -236,7 +260,7 @@ async def measured(
         await asyncio.to_thread(stop, process)
     latencies = [turn.latency for turn in phase.turns]
     row: dict[str, Any] = {
-        "turns": len(latencies), "turns_per_s": len(latencies) / phase.wall,
+        "turns": len(latencies), "turns_per_s": len(latencies) / phase.wall, "failed": phase.failed,
         "p50_ms": statistics.median(latencies) * 1000, "p99_ms": percentile(latencies, 0.99) * 1000,
         "server_cpu_ms": phase.used[0] / len(latencies) * 1000,
         "postgres_cpu_ms": phase.used[1] / len(latencies) * 1000,
@@ -462,7 +486,7 @@ async def keep_busy(http: Any, chat_id: str, stopping: asyncio.Event, retries: l
                 if response.status_code == 200:
                     break
                 if response.status_code < 500:
-                    raise SystemExit(f"turn failed: {response.status_code} {response.text}")
+                    raise BenchmarkError(f"turn failed: {response.status_code} {response.text}")
             except httpx.TransportError:
                 pass
             retries.append(1)
@@ -474,7 +498,7 @@ async def wait_for(condition: Any, what: str, log: WorkerLog) -> None:
     deadline = time.monotonic() + RECOVERY_TIMEOUT_S
     while not await condition():
         if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}; the server's log ends:\n{''.join(log.tail)}")
+            raise BenchmarkError(f"timed out waiting for {what}; the server's log ends:\n{''.join(log.tail)}")
         await asyncio.sleep(0.05)
 
 
@@ -606,7 +630,9 @@ def print_rows(args: argparse.Namespace, limit: tuple[float, int]) -> None:
 def print_row(mode: str, workers: int, clients: int, row: dict[str, Any], trips: Trips | None) -> None:
     above, idle = row["p50_ms"] - MODEL_LATENCY_S * 1000, row["idle_cpu_ms"]
     per_turn, idle_trips = ("-", "-") if trips is None else (f"{trips.per_turn:.1f}", f"{trips.idle_per_s:.0f}")
-    print(f"| {mode} | {workers} | {clients} | {row['turns']} | {row['turns_per_s']:.0f} | {row['p50_ms']:.1f} | "
+    failed = ", ".join(f"{count} {kind}" for kind, count in row["failed"].items())
+    turns = f"{row['turns']} ({failed} failed)" if failed else str(row["turns"])
+    print(f"| {mode} | {workers} | {clients} | {turns} | {row['turns_per_s']:.0f} | {row['p50_ms']:.1f} | "
           f"{above:.1f} | {row['p99_ms']:.1f} | {row['server_cpu_ms']:.2f} | {row['postgres_cpu_ms']:.2f} | "
           f"{per_turn} | {idle[0]:.0f} + {idle[1]:.0f} | {idle_trips} |", flush=True)
 
@@ -681,10 +707,13 @@ def main() -> None:
     if not args.skip_recovery and args.recovery_workers < 2:
         parser.error("--recovery-workers must be 2 or more: with one, uvicorn runs it in its own process, and "
                      "nothing restarts it")
-    if not args.skip_load:
-        print_rows(args, (args.seconds, args.turns))
-    if not args.skip_recovery:
-        print_recovery(args)
+    try:
+        if not args.skip_load:
+            print_rows(args, (args.seconds, args.turns))
+        if not args.skip_recovery:
+            print_recovery(args)
+    except BenchmarkError as error:
+        parser.exit(1, f"durable_load: {error}\n")
 
 
 if __name__ == "__main__":
