@@ -60,6 +60,9 @@ _MIGRATION = (
 )
 
 
+_SCHEMA_DONE = "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = $1)"
+
+
 async def _nothing_to_reset(_connection: Any) -> None:
     """Pool connections keep no session state (no SET, LISTEN or session lock): no reset round trip on release."""
 
@@ -123,8 +126,13 @@ class PostgresBackend:
                 if await conn.fetchval("SELECT to_regprocedure($1)", TAKE_TURN_SIGNATURE) is None:
                     async with conn.transaction():  # concurrent CREATE ... IF NOT EXISTS can still collide
                         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('agency_swarm_items schema'))")
-                        for statement in _MIGRATION:
-                            await conn.execute(statement)
+                        # Made meanwhile by the worker we waited for? Then not again: its ALTERs would wait for
+                        # that worker's appends while holding what they need (a deadlock, seen with 3 new workers).
+                        # Read from pg_proc with this statement's snapshot: to_regprocedure's cache may still hold
+                        # the "no such function" of the check above (invalidations wait for the next transaction).
+                        if not await conn.fetchval(_SCHEMA_DONE, TAKE_TURN_SIGNATURE.partition("(")[0]):
+                            for statement in _MIGRATION:
+                                await conn.execute(statement)
         except BaseException:
             pool.terminate()
             raise
