@@ -60,7 +60,10 @@ _MIGRATION = (
 )
 
 
-_SCHEMA_DONE = "SELECT EXISTS (SELECT 1 FROM pg_proc WHERE proname = $1)"
+_SCHEMA_DONE = (  # in the schema the migration makes it in: the first of the search path
+    "SELECT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+    "WHERE p.proname = $1 AND n.nspname = current_schema())"
+)
 
 
 async def _nothing_to_reset(_connection: Any) -> None:
