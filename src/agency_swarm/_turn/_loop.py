@@ -17,10 +17,17 @@ from agents import InputGuardrailTripwireTriggered, OutputGuardrailTripwireTrigg
 from openai.types.responses import ResponseFunctionToolCall
 
 from .._base._errors import MaxStepsExceeded
-from .._base._events import AgentFinished, AgentStarted
+from .._base._events import AgentFinished, AgentStarted, ToolCalled, ToolOutput
 from .._base._names import SEND_MESSAGE
 from .._threads._manager import ConversationThread, ThreadManager
-from .._threads._thread_items import call_marks, drop_lost_reasoning, interrupted_output, turn_mark, unanswered_calls
+from .._threads._thread_items import (
+    INTERRUPTED_OUTPUT,
+    call_marks,
+    drop_lost_reasoning,
+    interrupted_output,
+    turn_mark,
+    unanswered_calls,
+)
 from . import _entry
 from ._calls import run_tools
 from ._channel import TurnStart
@@ -200,19 +207,39 @@ async def _resumed_step(turn: Turn, setup: Setup) -> NextStep:
     drop_lost_reasoning(items)
     awaiting, started = call_marks(items) if turn.thread.has_marks else (set(), set())
     calls: list[ToolCallStep] = []
-    cut: list[dict[str, Any]] = []
+    cut: list[ToolCallStep] = []
     for item in unanswered_calls(items):
         step = classify(setup, ResponseFunctionToolCall.model_validate(item), resume=True)
         call_id = step.call.call_id
         if isinstance(step, FunctionToolCall) and (call_id not in awaiting or call_id in started):
-            cut.append(interrupted_output(call_id))
+            cut.append(step)
         else:
             calls.append(step)
     if cut:
-        stored = turn.thread.add(cut)
+        stored = turn.thread.add([interrupted_output(step.call.call_id) for step in cut])
         if stored is not None:
             await stored
+        await _report_cut(turn, cut)
     return RunTools(calls) if calls else RUN_AGAIN
+
+
+async def _report_cut(turn: Turn, cut: list[ToolCallStep]) -> None:
+    """Each call cut short, once its "interrupted" output is stored, streams as called and given that output: a
+    consumer pairs every tool_called with its tool_output, even when the run that called it died before saying so
+    (a durable turn's reader leaves out the tool_called it already had)."""
+    if turn.emit is None:
+        return
+    agent, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
+    for step in cut:
+        call = step.call
+        await turn.emit(ToolCalled(
+            agent=agent, caller=caller, depth=depth, chat_id=chat_id, tool=call.name, call_id=call.call_id,
+            arguments=call.arguments,
+        ))
+        await turn.emit(ToolOutput(
+            agent=agent, caller=caller, depth=depth, chat_id=chat_id, tool=call.name, call_id=call.call_id,
+            output=INTERRUPTED_OUTPUT,
+        ))
 
 
 # -- guardrails ----------------------------------------------------------------------------------------------

@@ -1,0 +1,43 @@
+"""A turn that goes on after a crash cut a tool call short streams the call and its "interrupted" output: a consumer
+that pairs each `tool_called` with its `tool_output` (a durable turn's reader, across the worker's death) is never
+left with a call that never ends, nor an output without its call."""
+
+from __future__ import annotations
+
+from agents import function_tool
+
+from agency_swarm import Agency, Agent, MemoryThreadStore
+from agency_swarm._threads._thread_items import INTERRUPTED_OUTPUT, turn_mark
+from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall
+
+ran: list[str] = []
+
+
+@function_tool
+def record(note: str) -> str:
+    """Record a note."""
+    ran.append(note)
+    return f"recorded {note}"
+
+
+def step(call: ModelCall) -> Step:
+    if not call.tool_outputs:
+        return ToolCall("record", {"note": call.last_user_message})
+    return f"done: {call.last_user_message}"
+
+
+async def test_a_turn_going_on_after_a_cut_call_streams_the_call_and_its_interrupted_output() -> None:
+    ran.clear()
+    store = MemoryThreadStore()
+    call = {"type": "function_call", "id": "fc_cut", "call_id": "call_cut", "name": "record",
+            "arguments": '{"note": "hello"}'}
+    await store.append("c", "user->A", [turn_mark("t-1"), {"role": "user", "content": "hello"}, call])  # then a crash
+    agency = Agency(Agent(name="A", model=ScriptedModel(step), tools=[record]), thread_store=store)
+    stream = agency.get_response_stream("hello", chat_id="c", turn_id="t-1")
+    events = [event.to_dict() async for event in stream]
+    about_the_call = [(event["type"], event.get("output")) for event in events if event.get("call_id") == "call_cut"]
+    assert about_the_call == [("tool_called", None), ("tool_output", INTERRUPTED_OUTPUT)]
+    called = next(event for event in events if event["type"] == "tool_called")
+    assert (called["tool"], called["arguments"], called["agent"]) == ("record", '{"note": "hello"}', "A")
+    assert stream.result.final_output == "done: hello"
+    assert ran == []  # cut short, never run again
