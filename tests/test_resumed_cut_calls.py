@@ -1,6 +1,7 @@
-"""A turn that goes on after a crash cut a tool call short streams the call and its "interrupted" output: a consumer
-that pairs each `tool_called` with its `tool_output` (a durable turn's reader, across the worker's death) is never
-left with a call that never ends, nor an output without its call."""
+"""A turn that goes on after a crash streams the calls of its last response with their outputs (the "interrupted" one
+for a call the crash cut short, the stored one for a call that ended before it): a consumer that pairs each
+`tool_called` with its `tool_output` (a durable turn's reader, across the worker's death) is never left with a call
+that never ends, nor an output without its call, however far the dead run got in streaming them."""
 
 from __future__ import annotations
 
@@ -41,3 +42,19 @@ async def test_a_turn_going_on_after_a_cut_call_streams_the_call_and_its_interru
     assert (called["tool"], called["arguments"], called["agent"]) == ("record", '{"note": "hello"}', "A")
     assert stream.result.final_output == "done: hello"
     assert ran == []  # cut short, never run again
+
+
+async def test_a_turn_going_on_after_a_call_ended_streams_the_call_and_its_stored_output() -> None:
+    ran.clear()
+    store = MemoryThreadStore()
+    call = {"type": "function_call", "id": "fc_done", "call_id": "call_done", "name": "record",
+            "arguments": '{"note": "hello"}'}
+    output = {"type": "function_call_output", "call_id": "call_done", "output": "recorded hello"}
+    await store.append("c", "user->A", [turn_mark("t-1"), {"role": "user", "content": "hello"}, call, output])
+    agency = Agency(Agent(name="A", model=ScriptedModel(step), tools=[record]), thread_store=store)
+    stream = agency.get_response_stream("hello", chat_id="c", turn_id="t-1")
+    events = [event.to_dict() async for event in stream]
+    about_the_call = [(event["type"], event.get("output")) for event in events if event.get("call_id") == "call_done"]
+    assert about_the_call == [("tool_called", None), ("tool_output", "recorded hello")]
+    assert stream.result.final_output == "done: hello"
+    assert ran == []  # its output was stored: never run again

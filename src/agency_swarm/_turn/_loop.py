@@ -215,30 +215,43 @@ async def _resumed_step(turn: Turn, setup: Setup) -> NextStep:
             cut.append(step)
         else:
             calls.append(step)
+    outputs = {step.call.call_id: INTERRUPTED_OUTPUT for step in cut}
     if cut:
-        stored = turn.thread.add([interrupted_output(step.call.call_id) for step in cut])
+        stored = turn.thread.add([interrupted_output(call_id) for call_id in outputs])
         if stored is not None:
             await stored
-        await _report_cut(turn, cut)
+    await _report_last_calls(turn, items, outputs, answered=not awaiting)  # approved calls: reported as they run
     return RunTools(calls) if calls else RUN_AGAIN
 
 
-async def _report_cut(turn: Turn, cut: list[ToolCallStep]) -> None:
-    """Each call cut short, once its "interrupted" output is stored, streams as called and given that output: a
-    consumer pairs every tool_called with its tool_output, even when the run that called it died before saying so
-    (a durable turn's reader leaves out the tool_called it already had)."""
+async def _report_last_calls(
+    turn: Turn, items: list[dict[str, Any]], cut: dict[str, str], *, answered: bool
+) -> None:
+    """The calls of the thread's last response cut short (given the "interrupted" output just now) and, with
+    `answered` (a crash's continuation), those whose output was stored before it, each streamed as called and given
+    its output: a run that died between storing an item and streaming it leaves a consumer no call that never ends,
+    nor an output without its call (a durable turn's reader leaves out the events it already had)."""
     if turn.emit is None:
         return
+    stored = {str(item.get("call_id")): item.get("output") for item in items
+              if answered and item.get("type") == "function_call_output"}
+    outputs = stored | cut
+    last: list[dict[str, Any]] = []
+    for item in reversed(items):
+        if item.get("type") not in ("function_call", "function_call_output"):
+            break
+        if item.get("type") == "function_call" and str(item.get("call_id")) in outputs:
+            last.insert(0, item)
     agent, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
-    for step in cut:
-        call = step.call
+    for call in last:
+        call_id, tool, output = str(call.get("call_id")), str(call.get("name")), outputs[str(call.get("call_id"))]
         await turn.emit(ToolCalled(
-            agent=agent, caller=caller, depth=depth, chat_id=chat_id, tool=call.name, call_id=call.call_id,
-            arguments=call.arguments,
+            agent=agent, caller=caller, depth=depth, chat_id=chat_id, tool=tool, call_id=call_id,
+            arguments=str(call.get("arguments")),
         ))
         await turn.emit(ToolOutput(
-            agent=agent, caller=caller, depth=depth, chat_id=chat_id, tool=call.name, call_id=call.call_id,
-            output=INTERRUPTED_OUTPUT,
+            agent=agent, caller=caller, depth=depth, chat_id=chat_id, tool=tool, call_id=call_id,
+            output=output if isinstance(output, str) else json.dumps(output),
         ))
 
 
