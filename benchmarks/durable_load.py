@@ -426,8 +426,8 @@ async def round_trips(
 
 class WorkerLog:
     """Follows the server's log: when worker pids were ready, their executor ids, the workers uvicorn found dead
-    (killed, or hung: not answering its health check within 5 s while starting), and the executors whose turns a
-    live worker handed back to the queue when their heartbeat stopped."""
+    (killed, or hung: not answering its health check within 5 s, as a start-up still importing), and the executors
+    whose turns a live worker handed back to the queue when their heartbeat stopped. Keeps every line."""
 
     def __init__(self, lines: queue.Queue[str | None], pids: list[int]) -> None:
         self.ready_at: dict[int, float] = dict.fromkeys(pids, time.time())  # start() read their start-up
@@ -435,14 +435,14 @@ class WorkerLog:
         self.announced_at: dict[int, float] = {}
         self.died_at: list[float] = []
         self.handed_back_at: dict[str, float] = {}
-        self.tail: list[str] = []
+        self.lines: list[str] = []
         self._last_started: int | None = None
-        self._lines = lines
+        self._queue = lines
         threading.Thread(target=self._follow, daemon=True).start()
 
     def _follow(self) -> None:
-        while (line := self._lines.get()) is not None:
-            self.tail = [*self.tail[-200:], line]
+        while (line := self._queue.get()) is not None:
+            self.lines.append(f"{time.strftime('%H:%M:%S')} {line}")
             if found := re.search(r"Started server process \[(\d+)\]", line):
                 self._last_started = int(found.group(1))
             elif "Application startup complete." in line and self._last_started is not None:
@@ -455,6 +455,9 @@ class WorkerLog:
             elif found := re.search(r"Worker (\S+) stopped beating", line):
                 self.handed_back_at[found.group(1)] = time.time()
 
+    def tail(self) -> str:
+        return "".join(self.lines[-60:])
+
 
 @dataclass
 class Kill:
@@ -463,15 +466,25 @@ class Kill:
     killed_at: float
     in_flight: list[str]
     recovery_s: float = float("nan")
-    restart_s: float = float("nan")
-    new_executor: str = ""
+    not_done: int = 0
+    """Of its turns, how many ended otherwise than done (failed, cancelled)."""
+    restart_s: float | None = None
+    """When uvicorn's new worker was ready; None if none was within --restart-timeout."""
     handed_back_s: float | None = None
     """When a live worker put its turns back on the queue (heartbeat expired), if one did."""
-    starts: int = 0
-    """Workers uvicorn started in its place (more than one: a start-up it killed as hung)."""
+    deaths: int = 0
+    """Workers uvicorn found dead since the kill, the killed one included (more: start-ups it killed as hung)."""
 
 
-async def keep_busy(http: Any, chat_id: str, stopping: asyncio.Event, retries: list[int]) -> None:
+@dataclass
+class Tally:
+    retried: int = 0
+    """Requests sent again with their key: the connection was lost, or the answer was 502/503/504."""
+    failed: Counter[str] = field(default_factory=Counter)
+    """Turns that ended in another error (a retry would get the same one), by status and type."""
+
+
+async def keep_busy(http: Any, chat_id: str, stopping: asyncio.Event, tally: Tally) -> None:
     """A client: one turn after another, each retried with its Idempotency-Key until it has its answer."""
     import httpx
 
@@ -485,21 +498,24 @@ async def keep_busy(http: Any, chat_id: str, stopping: asyncio.Event, retries: l
                 )
                 if response.status_code == 200:
                     break
-                if response.status_code < 500:
-                    raise BenchmarkError(f"turn failed: {response.status_code} {response.text}")
+                if response.status_code not in (502, 503, 504):
+                    tally.failed[f"{response.status_code} {response.json().get('error', {}).get('type')}"] += 1
+                    break
             except httpx.TransportError:
                 pass
-            retries.append(1)
+            tally.retried += 1
             await asyncio.sleep(0.05)
         index += 1
 
 
-async def wait_for(condition: Any, what: str, log: WorkerLog) -> None:
-    deadline = time.monotonic() + RECOVERY_TIMEOUT_S
+async def wait_for(condition: Any, seconds: float) -> bool:
+    """Whether `condition()` came true within `seconds` (polled every 50 ms)."""
+    deadline = time.monotonic() + seconds
     while not await condition():
         if time.monotonic() > deadline:
-            raise BenchmarkError(f"timed out waiting for {what}; the server's log ends:\n{''.join(log.tail)}")
+            return False
         await asyncio.sleep(0.05)
+    return True
 
 
 async def kill_one(connection: Any, log: WorkerLog) -> Kill:
@@ -526,18 +542,20 @@ async def kill_one(connection: Any, log: WorkerLog) -> Kill:
     return Kill(pid, executor, killed_at, [row["workflow_uuid"] for row in rows])
 
 
-async def follow_recovery(connection: Any, log: WorkerLog, kill: Kill) -> None:
-    """Wait until every turn the killed worker had is done, and its replacement runs turns; fill in the times."""
+async def follow_recovery(connection: Any, log: WorkerLog, kill: Kill, restart_timeout: float) -> None:
+    """Wait until every turn the killed worker had ended, and for its replacement to run turns (up to
+    `restart_timeout` after its turns ended); fill in the times."""
 
     async def recovered() -> bool:
         rows = await connection.fetch(
-            "SELECT status, completed_at, executor_id FROM dbos.workflow_status WHERE workflow_uuid = ANY($1::text[])",
+            "SELECT status, completed_at FROM dbos.workflow_status WHERE workflow_uuid = ANY($1::text[])",
             kill.in_flight,
         )
         if any(row["status"] in ("PENDING", "ENQUEUED") for row in rows):
             return False
         if rows:
-            kill.recovery_s = max(row["completed_at"] for row in rows) / 1000 - kill.killed_at
+            kill.recovery_s = max(row["completed_at"] or 0 for row in rows) / 1000 - kill.killed_at
+            kill.not_done = len([row for row in rows if row["status"] != "SUCCESS"])
         return True
 
     def replaced() -> int | None:
@@ -547,42 +565,48 @@ async def follow_recovery(connection: Any, log: WorkerLog, kill: Kill) -> None:
     async def back() -> bool:
         return replaced() is not None
 
-    await wait_for(recovered, f"the turns of killed worker {kill.pid}", log)
-    await wait_for(back, f"a worker to replace {kill.pid}", log)
-    new = replaced()
-    assert new is not None
-    kill.restart_s = log.ready_at[new] - kill.killed_at
-    kill.new_executor = log.executor[new]
-    kill.starts = len([at for at in log.died_at if at > kill.killed_at])
+    if not await wait_for(recovered, RECOVERY_TIMEOUT_S):
+        raise BenchmarkError(f"the turns of killed worker {kill.pid} did not end; the server's log:\n{log.tail()}")
+    if await wait_for(back, restart_timeout):
+        new = replaced()
+        assert new is not None
+        kill.restart_s = log.ready_at[new] - kill.killed_at
+    kill.deaths = len([at for at in log.died_at if at > kill.killed_at])
     if kill.executor in log.handed_back_at:
         kill.handed_back_s = log.handed_back_at.pop(kill.executor) - kill.killed_at
 
 
-async def recovery(url: str, workers: int, clients: int, kills: int, settle: float, show_log: bool) -> list[Kill]:
+async def recovery(url: str, args: argparse.Namespace) -> tuple[list[Kill], Tally]:
+    """Kill a worker of a loaded durable server `args.kills` times (the series ends early if uvicorn does not get a
+    worker back in time: the next kill would leave one fewer)."""
     import asyncpg
 
+    workers, clients = args.recovery_workers, args.recovery_clients
     lines: queue.Queue[str | None] = queue.Queue()
     process, base, pids = await asyncio.to_thread(
         start, workers, url, ("--durable",), "durable_load:build_agency", lines
     )
     log = WorkerLog(lines, pids)
     prefix = f"bench-recovery-{uuid.uuid4().hex[:8]}-"
-    stopping, retries, done = asyncio.Event(), [], []
+    stopping, tally, done = asyncio.Event(), Tally(), []
     connection = await asyncpg.connect(url)
     busy: list[asyncio.Task[None]] = []
     try:
         async with http_client(base, clients) as http:
-            busy += [asyncio.create_task(keep_busy(http, f"{prefix}{n}", stopping, retries)) for n in range(clients)]
+            busy += [asyncio.create_task(keep_busy(http, f"{prefix}{n}", stopping, tally)) for n in range(clients)]
 
             async def all_announced() -> bool:
                 return len(log.executor) >= workers
 
-            await wait_for(all_announced, "every worker to run a turn", log)
-            for _ in range(kills):
-                await asyncio.sleep(settle)
+            if not await wait_for(all_announced, RECOVERY_TIMEOUT_S):
+                raise BenchmarkError(f"not every worker ran a turn; the server's log:\n{log.tail()}")
+            for _ in range(args.kills):
+                await asyncio.sleep(args.settle)
                 kill = await kill_one(connection, log)
-                await follow_recovery(connection, log, kill)
+                await follow_recovery(connection, log, kill, args.restart_timeout)
                 done.append(kill)
+                if kill.restart_s is None:
+                    break
             stopping.set()
             await asyncio.gather(*busy)
     finally:
@@ -591,10 +615,9 @@ async def recovery(url: str, workers: int, clients: int, kills: int, settle: flo
         await asyncio.gather(*busy, return_exceptions=True)
         await connection.close()
         await asyncio.to_thread(stop, process)
-    print(f"(clients retried {len(retries)} requests after a lost connection or a 5xx)")
-    if show_log:
-        print("".join(log.tail))
-    return done
+        if args.log_file:
+            await asyncio.to_thread(Path(args.log_file).write_text, "".join(log.lines))
+    return done, tally
 
 
 # -- the command ------------------------------------------------------------------------------------------------
@@ -664,26 +687,32 @@ def print_recovery(args: argparse.Namespace) -> None:
     print(f"\nRecovery after kill -9: {args.recovery_workers} durable workers, {args.recovery_clients} clients, "
           f"{args.kills} kills")
 
-    async def run() -> list[Kill]:
+    async def run() -> tuple[list[Kill], Tally]:
         async with fresh_database() as url:
-            return await recovery(
-                url, args.recovery_workers, args.recovery_clients, args.kills, args.settle, args.show_log
-            )
+            return await recovery(url, args)
 
-    kills = asyncio.run(run())
-    print("| kill | turns it was running | its turns back on the queue by | worker restarted, ready s "
-          "| all its turns done s |")
+    kills, tally = asyncio.run(run())
+    print("| kill | turns it was running | its turns back on the queue by | uvicorn's new worker ready s "
+          "| all its turns ended s |")
     print("|---:|---:|---|---:|---:|")
     for number, kill in enumerate(kills, 1):
-        how = "the restarted worker's launch (same slot)" if kill.new_executor == kill.executor else "-"
+        how = "the new worker's launch (its slot)"
         if kill.handed_back_s is not None:
             how = f"another worker: heartbeat expired ({kill.handed_back_s:.2f} s)"
-        hung = f" ({kill.starts - 1} start-up killed as hung)" if kill.starts > 1 else ""
-        print(f"| {number} | {len(kill.in_flight)} | {how} | {kill.restart_s:.2f}{hung} | {kill.recovery_s:.2f} |")
+        back = f"{kill.restart_s:.2f}" if kill.restart_s is not None else f"not within {args.restart_timeout:g} s"
+        if kill.deaths > 1:
+            back += f" ({kill.deaths - 1} start-up(s) killed as hung)"
+        ended = f"{kill.recovery_s:.2f}" + (f" ({kill.not_done} not done)" if kill.not_done else "")
+        print(f"| {number} | {len(kill.in_flight)} | {how} | {back} | {ended} |")
+    failed = ", ".join(f"{count} {kind}" for kind, count in tally.failed.items()) or "none"
+    print(f"\nClients: {tally.retried} requests sent again with their key (connection lost, or 502/503/504); "
+          f"turns failed otherwise: {failed}")
     times = [kill.recovery_s for kill in kills if kill.in_flight]
     if times:
-        print(f"\nRecovery time (kill → every turn it was running done): median {statistics.median(times):.2f} s, "
+        print(f"Recovery time (kill → every turn it was running ended): median {statistics.median(times):.2f} s, "
               f"max {max(times):.2f} s over {len(times)} kills")
+    if len(kills) < args.kills:
+        print(f"(the series stopped after kill {len(kills)}: no worker came back within {args.restart_timeout:g} s)")
 
 
 def main() -> None:
@@ -702,7 +731,9 @@ def main() -> None:
     parser.add_argument("--recovery-workers", type=int, default=3)
     parser.add_argument("--recovery-clients", type=int, default=16)
     parser.add_argument("--settle", type=float, default=2.0, help="seconds of load before each kill")
-    parser.add_argument("--show-log", action="store_true", help="print the end of the server's log after the kills")
+    parser.add_argument("--restart-timeout", type=float, default=60.0,
+                        help="seconds to wait for uvicorn's new worker after a kill's turns ended")
+    parser.add_argument("--log-file", help="write the recovery server's log there (with the time of each line)")
     args = parser.parse_args()
     if not args.skip_recovery and args.recovery_workers < 2:
         parser.error("--recovery-workers must be 2 or more: with one, uvicorn runs it in its own process, and "

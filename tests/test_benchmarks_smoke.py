@@ -106,4 +106,4 @@ def test_the_durable_load_benchmark_prints_plain_and_durable_rows_and_a_recovery
         assert all(re.fullmatch(r"\d+(\.\d+)?", cell) for cell in row[3:10]), row
     split = next(line for line in proc.stdout.splitlines() if line.startswith("| 1 | 2 |"))
     assert all(re.fullmatch(r"-?\d+\.\d", cell) for cell in split.strip("| ").split(" | ")[2:]), split
-    assert re.search(r"Recovery time \(kill → every turn it was running done\): median \d+\.\d\d s", proc.stdout)
+    assert re.search(r"Recovery time \(kill → every turn it was running ended\): median \d+\.\d\d s", proc.stdout)
