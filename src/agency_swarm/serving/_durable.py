@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Annotated, Any, Literal
 
 from fastapi import Body, FastAPI, Header, Query, Response
@@ -60,6 +60,23 @@ async def turn_response(handle: TurnHandle) -> TurnResponse:
     return response
 
 
+async def _answered(submitted: Awaitable[TurnHandle], chat_id: str, *, background: bool = False) -> Response:
+    """A submitted turn's answer: its result once it ends, or (`background`) 202 at once with where to read it."""
+    try:
+        handle = await submitted
+        if background:
+            response = model_response(await turn_response(handle), status_code=202)
+            response.headers["location"] = f"/chats/{chat_id}/turns/{handle.turn_id}"
+        else:
+            response = model_response(result_response(await handle.result()))
+        response.headers["turn-id"] = handle.turn_id
+        return response
+    except TurnFailed as failed:
+        return failed_response(failed)
+    except Exception as exc:
+        return failure_response(exc, chat_id)
+
+
 def add_durable_routes(app: FastAPI, agency: Agency, turns: DurableTurns, *, protected: bool) -> None:
     turn = (400, 401, 409, 413, 415, 422, 500, 503)
 
@@ -72,23 +89,10 @@ def add_durable_routes(app: FastAPI, agency: Agency, turns: DurableTurns, *, pro
     ) -> Any:
         """Run one turn (durably: any worker finishes it) and return its result once complete; with `background`,
         202 at once with the turn's id (GET /chats/{chat_id}/turns/{turn_id} for its status and result)."""
-        try:
-            handle = await turns.submit(
-                request.message, chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key
-            )
-            if request.background:
-                location = f"/chats/{chat_id}/turns/{handle.turn_id}"
-                body = await turn_response(handle)
-                response = model_response(body, status_code=202)
-                response.headers["location"] = location
-            else:
-                response = model_response(result_response(await handle.result()))
-            response.headers["turn-id"] = handle.turn_id
-            return response
-        except TurnFailed as failed:
-            return failed_response(failed)
-        except Exception as exc:
-            return failure_response(exc, chat_id)
+        submitted = turns.submit(
+            request.message, chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key
+        )
+        return await _answered(submitted, chat_id, background=request.background)
 
     @app.post(
         "/chats/{chat_id}/messages:stream", operation_id="stream_message",
@@ -124,17 +128,10 @@ def _add_durable_resume_routes(app: FastAPI, turns: DurableTurns, *, protected: 
     ) -> Any:
         """Continue the chat's unfinished turn (durably; the same Idempotency-Key is the same resume)."""
         decisions = request or ResumeRequest()
-        try:
-            handle = await turns.resume(
-                chat_id=chat_id, approve=decisions.approve, reject=decisions.reject, key=idempotency_key
-            )
-            response = model_response(result_response(await handle.result()))
-            response.headers["turn-id"] = handle.turn_id
-            return response
-        except TurnFailed as failed:
-            return failed_response(failed)
-        except Exception as exc:
-            return failure_response(exc, chat_id)
+        submitted = turns.resume(
+            chat_id=chat_id, approve=decisions.approve, reject=decisions.reject, key=idempotency_key
+        )
+        return await _answered(submitted, chat_id)
 
     @app.post(
         "/chats/{chat_id}/resume:stream", operation_id="resume_stream",
