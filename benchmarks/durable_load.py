@@ -115,8 +115,8 @@ async def fresh_database() -> AsyncIterator[str]:
 
 
 async def make_schema(url: str) -> None:
-    """The store's tables, made before the workers start, as a deployed database has them. (Made by several
-    workers at once, a first turn's append can deadlock with a worker still making them: StoreError, 503.)"""
+    """The store's tables, made before the workers start, as a deployed database has them: no row measures the
+    workers making them."""
     from agency_swarm import SQLThreadStore
 
     store = SQLThreadStore(url)
