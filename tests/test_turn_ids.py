@@ -90,13 +90,20 @@ async def test_another_process_on_the_store_returns_the_stored_result(tmp_path: 
     assert side_effects == ["hello"]
 
 
-async def test_a_streamed_turn_run_again_streams_only_its_result() -> None:
+async def test_a_streamed_turn_run_again_streams_its_calls_and_its_end_again_without_running_them() -> None:
+    side_effects.clear()
     agency = Agency(Agent(name="A", model=flaky([]), tools=[record]))
     await agency.get_response("hello", chat_id="c", turn_id="t-1")
     stream = agency.get_response_stream("hello", chat_id="c", turn_id="t-1")
-    events = [event async for event in stream]
-    assert events == []
+    events = [event.to_dict() async for event in stream]
+    call_id = events[0].get("call_id")
+    assert [(event["type"], event.get("call_id")) for event in events] == [
+        ("tool_called", call_id), ("tool_output", call_id), ("agent_finished", None)
+    ]
+    assert events[1]["output"] == "recorded hello"
+    assert events[2]["output"] == "done: hello"
     assert stream.result.final_output == "done: hello"
+    assert side_effects == ["hello"]  # rebuilt from the stored items: the tool did not run again
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "x" * 201, 7])

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 from agents import FunctionTool
 
 from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn
+from .._base._events import AgentFinished, ToolCalled, ToolOutput
 from .._base._sync import INSIDE, Inside
 from .._threads._manager import ThreadManager, clean_up
 from .._threads._thread_items import is_finished, message_text, turn_mark, turn_start, without_call_marks
-from ._channel import HookFailed, TurnStart, channel
+from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
 from ._results import Interruption, ResponseStream, RunResult
 from ._state import USER_CALLER, AgentTurn, Run, Turn
@@ -67,8 +69,29 @@ async def _turn_again(
         new_items=without_call_marks(items[begun:end]), chat_id=turn.run.chat_id, agent=turn.agent.name,
     )
     if stream is not None:
+        if turn.run.streaming:
+            await _report_again(turn, items[begun:end], result.final_output)
         stream._finish(result)
     return result
+
+
+async def _report_again(turn: Turn, items: list[dict[str, Any]], final_output: Any) -> None:
+    """A finished turn streamed again: its calls (each called, then its output) and its end, rebuilt from what it
+    stored, without hooks. A run that died after storing them but before streaming them leaves its consumer a
+    turn that ends; a durable turn's reader leaves out the events it already had (each call's, and the end's)."""
+    agent, caller, chat_id = turn.agent.name, turn.caller, turn.run.chat_id
+    outputs = {str(item.get("call_id")): item.get("output") for item in items
+               if item.get("type") == "function_call_output"}
+    for call in items:
+        call_id = str(call.get("call_id"))
+        if call.get("type") != "function_call" or call_id not in outputs:
+            continue
+        tool, output = str(call.get("name")), outputs[call_id]
+        await to_reader(ToolCalled(agent=agent, caller=caller, depth=0, chat_id=chat_id, tool=tool,
+                                   call_id=call_id, arguments=str(call.get("arguments"))))
+        await to_reader(ToolOutput(agent=agent, caller=caller, depth=0, chat_id=chat_id, tool=tool, call_id=call_id,
+                                   output=output if isinstance(output, str) else json.dumps(output)))
+    await to_reader(AgentFinished(agent=agent, caller=caller, depth=0, chat_id=chat_id, output=final_output))
 
 
 def _is_message_in(item: dict[str, Any]) -> bool:
