@@ -2,23 +2,34 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
+import logging
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from typing import Any, Literal
 
+import asyncpg  # type: ignore[import-untyped]
+import psycopg
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID, WorkflowHandleAsync
 
 from .._agency._agency import Agency
 from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingToResume, RunError, TurnLockLost
 from .._threads._manager import check_chat_id
 from .._turn._results import RunResult
-from ._stream import DurableEvent, EventWriter, read_events
+from ._stream import EVENTS, READ_FALLBACK_SECONDS, DurableEvent, EventWriter, read_events
 from ._supervisor import Supervisor
-from ._workflow import serve_turns, turn_workflow
+from ._workflow import forget, serve_turns, turn_workflow, wait_here
 
+logger = logging.getLogger("agency_swarm.durable")
 LOST_LOCK_RETRIES = 3
+LAUNCH_ATTEMPTS = 6
+LAUNCH_PAUSE_SECONDS = 0.5
+"""The first pause between launch attempts; each next one is twice as long (0.5 + 1 + ... + 8 s: 15.5 s in all)."""
+OUTCOME_POLL_SECONDS = 0.01
+"""How often the outcome of a turn whose stream closed is looked for (it is stored right after the close)."""
 """How often a step whose turn lost its chat's lock runs the turn again before it fails."""
 TurnStatus = Literal["queued", "running", "done", "failed", "cancelled"]
 _STATUSES: dict[str, TurnStatus] = {
@@ -59,6 +70,27 @@ def chat_tag(chat_id: str) -> str:
     return hashlib.blake2b(chat_id.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
+def cannot_connect_yet(error: BaseException) -> bool:
+    """Whether `error` says the database cannot take a connection now (and may later), from any of the drivers."""
+    import sqlalchemy.exc
+
+    while error is not None:
+        if isinstance(error, OSError | asyncpg.TooManyConnectionsError | asyncpg.CannotConnectNowError):
+            return True
+        if isinstance(error, sqlalchemy.exc.OperationalError | psycopg.OperationalError):
+            return True
+        error = error.__cause__ or error.__context__  # type: ignore[assignment]
+    return False
+
+
+def _check_positive(**numbers: float) -> None:
+    for name, number in numbers.items():
+        if isinstance(number, bool) or not isinstance(number, int | float) or not number > 0:
+            raise ConfigError(f"DurableTurns: {name} must be a number above 0.")
+        if name != "poll_seconds" and not isinstance(number, int):
+            raise ConfigError(f"DurableTurns: {name} must be a whole number.")
+
+
 class TurnHandle:
     """A submitted turn: its status, its events (from the start or after an id), and its result when it ends."""
 
@@ -72,9 +104,30 @@ class TurnHandle:
         return _STATUSES.get(found.status, "running")
 
     async def result(self) -> RunResult:
-        """The turn's RunResult once it ends (waits); a failed turn raises `TurnFailed`."""
+        """The turn's RunResult once it ends (waits); a failed turn raises `TurnFailed`.
+
+        Waiting costs no polling: a turn this process runs tells its waiters when it ends; one that another worker
+        runs is followed on its event stream, which PostgreSQL notifications wake, until the stream closes. Then
+        the outcome is read as stored (a moment after the end)."""
+        here = wait_here(self.turn_id)
+        elsewhere = asyncio.ensure_future(self._stream_closed())
+        try:
+            await asyncio.wait((here, elsewhere), return_when=asyncio.FIRST_COMPLETED)
+            return await self.ended_result()  # as stored: `status()` says done (or failed) from now on
+        finally:
+            forget(self.turn_id, here)
+            elsewhere.cancel()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await elsewhere  # its error, if any, is ended_result's too
+
+    async def _stream_closed(self) -> None:
+        async for _ in DBOS.read_stream_async(self.turn_id, EVENTS, polling_interval_sec=READ_FALLBACK_SECONDS):
+            pass
+
+    async def ended_result(self) -> RunResult:
+        """The result of a turn whose event stream has ended (its outcome is stored a moment after)."""
         handle: WorkflowHandleAsync[RunResult] = await DBOS.retrieve_workflow_async(self.turn_id)
-        result = await handle.get_result(polling_interval_sec=0.05)
+        result = await handle.get_result(polling_interval_sec=OUTCOME_POLL_SECONDS)
         return result
 
     def events(self, after: int | None = None) -> AsyncIterator[DurableEvent]:
@@ -89,6 +142,9 @@ class DurableTurns:
     id recovers its own unfinished turns at launch; the others take over the turns of a worker whose heartbeat
     stopped for `expire_after_seconds`. Without one, the worker takes the first free slot `<host name>-<n>`.
     `concurrency` turns run at once per worker; a chat's turns run one at a time, in the order submitted.
+    `poll_seconds` is how often the worker looks for queued turns: a turn waits half of it on average before it
+    starts, and an idle worker spends CPU on every look (docs/design/durable.md has the figures). `pool_size`
+    caps this worker's connections to DBOS's tables (the store has its own).
     """
 
     def __init__(
@@ -102,6 +158,8 @@ class DurableTurns:
         concurrency: int = 16,
         heartbeat_seconds: float = 1.0,
         expire_after_seconds: float = 5.0,
+        poll_seconds: float = 0.05,
+        pool_size: int = 10,
     ) -> None:
         if not isinstance(agency, Agency):
             raise ConfigError(f"DurableTurns needs an Agency, got {type(agency).__name__}.")
@@ -111,17 +169,47 @@ class DurableTurns:
             raise ConfigError("executor_id must be a non-blank str, stable per worker slot (e.g. 'worker-1').")
         if not 0 < heartbeat_seconds < expire_after_seconds:
             raise ConfigError("heartbeat_seconds must be above 0 and below expire_after_seconds.")
+        _check_positive(concurrency=concurrency, pool_size=pool_size, poll_seconds=poll_seconds)
         self.agency, self.executor_id, self.queue_name = agency, executor_id or "", queue_name
         self._url, self._version, self._concurrency = database_url, application_version, concurrency
+        self._poll_seconds, self._pool_size = poll_seconds, pool_size
         self._supervisor = Supervisor(database_url, executor_id, queue_name, heartbeat_seconds, expire_after_seconds)
         self._queue: Any = None
 
     async def launch(self) -> None:
-        """Start DBOS (its schema is made on first use), this worker's queue and its heartbeat."""
+        """Start DBOS (its schema is made on first use), this worker's queue and its heartbeat.
+
+        A database that cannot take the worker yet (unreachable, starting, or out of connections, as when many
+        workers restart at once) is tried again, `LAUNCH_ATTEMPTS` times in all with growing pauses; other errors
+        raise at once."""
+        for attempt in range(1, LAUNCH_ATTEMPTS + 1):
+            try:
+                await self._launch_once()
+                return
+            except Exception as error:
+                await self._undo_launch()
+                if attempt == LAUNCH_ATTEMPTS or not cannot_connect_yet(error):
+                    raise
+                pause = LAUNCH_PAUSE_SECONDS * 2 ** (attempt - 1)
+                logger.warning(
+                    "Durable worker could not launch (%s, attempt %d of %d); trying again in %.1f s",
+                    type(error).__name__, attempt, LAUNCH_ATTEMPTS, pause,
+                )
+                await asyncio.sleep(pause)  # a back-off before the next attempt, not a wait for an event
+
+    async def _undo_launch(self) -> None:
+        self._queue = None
+        with contextlib.suppress(Exception):
+            await self._supervisor.stop()
+        serve_turns(None)
+        with contextlib.suppress(Exception):
+            DBOS.destroy(destroy_registry=False)
+
+    async def _launch_once(self) -> None:
         self.executor_id = await self._supervisor.connect(socket.gethostname())
         DBOS(config={
             "name": "agency_swarm", "system_database_url": self._url, "executor_id": self.executor_id,
-            "application_version": self._version, "log_level": "WARNING",
+            "application_version": self._version, "log_level": "WARNING", "sys_db_pool_size": self._pool_size,
         })
         # Else DBOS dequeues from every queue its application has in the database: another DurableTurns' turns,
         # run with this agency.
@@ -129,7 +217,8 @@ class DurableTurns:
         serve_turns(self._run)
         DBOS.launch()
         self._queue = await DBOS.register_queue_async(
-            self.queue_name, worker_concurrency=self._concurrency, partition_concurrency=1, polling_interval_sec=0.05,
+            self.queue_name, worker_concurrency=self._concurrency, partition_concurrency=1,
+            polling_interval_sec=self._poll_seconds,
             on_conflict="always_update",
         )
         await self._supervisor.start()
@@ -216,8 +305,8 @@ class DurableTurns:
         except TurnLockLost:
             raise
         except Exception as error:
-            await writer.flush()
             failed = failure(error)
-            await writer.write_data({"type": "turn_failed", "kind": failed.kind, "message": str(failed)})
+            writer.hold({"type": "turn_failed", "kind": failed.kind, "message": str(failed)})
+            await writer.flush()
             raise failed from None
         return stream.result

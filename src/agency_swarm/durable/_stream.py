@@ -1,8 +1,9 @@
-"""A durable turn's events: written to the turn's DBOS stream as they happen, read back by offset from anywhere."""
+"""A durable turn's events: written to the turn's DBOS stream in batches as they happen, read back from anywhere."""
 
 from __future__ import annotations
 
-import time
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -13,13 +14,16 @@ from .._base._events import Event, RawModelEvent, TextDelta
 
 EVENTS = "events"
 """The stream key of a turn's events, in its workflow."""
-DELTA_FLUSH_SECONDS = 0.05
-"""Text deltas are written together at most this long after the first one waits (one database write each)."""
+BATCH_SECONDS = 0.05
+"""An event is written at most this long after it happened, with the others of its batch (one database write)."""
+READ_FALLBACK_SECONDS = 1.0
+"""How often a reader looks at the stream when no notification woke it (PostgreSQL's LISTEN/NOTIFY wakes it at once
+when a batch is written; this only bounds the wait when a notification was lost)."""
 
 
 @dataclass(frozen=True, slots=True)
 class DurableEvent:
-    """One event of a durable turn. `id` is its place in the turn's stream (0, 1, ...): read again `after` it.
+    """One event of a durable turn. `id` is its place among the turn's events (0, 1, ...): read again `after` it.
 
     `attempt` names the run of the turn that wrote it: a worker that died mid-turn leaves events of an attempt whose
     unfinished text the next attempt does not continue (a `turn_attempt` event starts each attempt). `key`, when set,
@@ -34,47 +38,80 @@ class DurableEvent:
 
 
 def event_key(data: dict[str, Any]) -> str | None:
-    """What makes an event about one stored thing unique (its type and call id), if it is one."""
+    """What makes an event about one stored thing unique, if it is one: a call's (its type and call id), or the
+    turn's end (the entry agent's `agent_finished`: one per turn)."""
     call_id = data.get("call_id")
-    return f"{data.get('type')}:{data.get('agent')}:{call_id}" if isinstance(call_id, str) else None
+    if isinstance(call_id, str):
+        return f"{data.get('type')}:{data.get('agent')}:{call_id}"
+    if data.get("type") == "agent_finished" and data.get("depth") == 0:
+        return "agent_finished:0"
+    return None
 
 
 class EventWriter:
-    """Writes a running turn's events to its stream (inside the turn's DBOS step), text deltas in batches."""
+    """Writes a running turn's events to its stream (inside the turn's DBOS step) in batches: the first event of a
+    batch waits at most `BATCH_SECONDS`, and consecutive text deltas of one agent become one event. A stream entry
+    is `{"attempt": ..., "events": [{"data": ..., "key": ...}, ...]}`."""
 
     def __init__(self, attempt: str) -> None:
         self.attempt = attempt
-        self._delta: dict[str, Any] | None = None
-        self._since = 0.0
+        self._held: list[dict[str, Any]] = []
+        self._timer: asyncio.Task[None] | None = None
+        self._writing = asyncio.Lock()  # batches reach the stream in the order they were taken
+        self._failed: BaseException | None = None  # a timed write's error, raised by the next flush
 
     async def write(self, event: Event) -> None:
         if isinstance(event, RawModelEvent):
             return  # the model's raw events stay in the Python stream: they are most of a turn's bytes
-        if isinstance(event, TextDelta):
-            await self._add_delta(event)
-            return
-        await self.flush()
-        await self.write_data(event.to_dict())
+        if isinstance(event, TextDelta) and self._held:
+            last = self._held[-1]["data"]
+            if last.get("type") == "text_delta" and (last["agent"], last["depth"]) == (event.agent, event.depth):
+                last["delta"] += event.delta
+                return
+        self.hold(event.to_dict())
 
-    async def write_data(self, data: dict[str, Any]) -> None:
-        await DBOS.write_stream_async(EVENTS, {"data": data, "attempt": self.attempt, "key": event_key(data)})
+    def hold(self, data: dict[str, Any]) -> None:
+        """Add an event (its dict) to the batch; the batch is written within `BATCH_SECONDS` or at `flush`."""
+        self._held.append({"data": data, "key": event_key(data)})
+        if self._timer is None:
+            self._timer = asyncio.create_task(self._flush_later())
 
-    async def _add_delta(self, event: TextDelta) -> None:
-        held = self._delta
-        if held is not None and (held["agent"], held["depth"]) != (event.agent, event.depth):
-            await self.flush()
-            held = None
-        if held is None:
-            self._delta, self._since = event.to_dict(), time.monotonic()
-        else:
-            held["delta"] += event.delta
-        if time.monotonic() - self._since >= DELTA_FLUSH_SECONDS:
-            await self.flush()
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(BATCH_SECONDS)
+        self._timer = None  # from here on this task is writing: `_stop_timer` no longer cancels it
+        try:
+            await self._write_held()
+        except Exception as error:
+            self._failed = error
 
     async def flush(self) -> None:
-        held, self._delta = self._delta, None
-        if held is not None:
-            await self.write_data(held)
+        """Write what is held now (the end of a turn, or before it fails); raises a timed write's error."""
+        await self._stop_timer()
+        await self._write_held()
+        failed, self._failed = self._failed, None
+        if failed is not None:
+            raise failed
+
+    async def _stop_timer(self) -> None:
+        """Cancel a batch's timer while it still sleeps (never a write under way: its thread would go on, and
+        could land after the next batch)."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await timer
+
+    async def aclose(self) -> None:
+        """Leave nothing running after the step: a held batch stays unwritten (the step failed)."""
+        await self._stop_timer()
+        async with self._writing:  # a timed write under way ends first
+            self._held.clear()
+
+    async def _write_held(self) -> None:
+        async with self._writing:
+            held, self._held = self._held, []
+            if held:
+                await DBOS.write_stream_async(EVENTS, {"attempt": self.attempt, "events": held})
 
 
 async def read_events(turn_id: str, after: int | None) -> AsyncIterator[DurableEvent]:
@@ -82,12 +119,15 @@ async def read_events(turn_id: str, after: int | None) -> AsyncIterator[DurableE
     earlier event already reported (a re-run step's) is left out, whether the reader saw it or not."""
     seen: set[str] = set()
     position = 0
-    async for entry in DBOS.read_stream_async(turn_id, EVENTS, polling_interval_sec=0.05):
-        key = entry.get("key")
-        duplicate = key is not None and key in seen
-        if key is not None:
-            seen.add(key)
-        if not duplicate and (after is None or position > after):
-            data = entry["data"]
-            yield DurableEvent(position, str(data.get("type")), data, str(entry.get("attempt")), key)
-        position += 1
+    stream = DBOS.read_stream_async(turn_id, EVENTS, polling_interval_sec=READ_FALLBACK_SECONDS)
+    async for entry in stream:
+        attempt = str(entry.get("attempt"))
+        for held in entry["events"]:
+            key = held.get("key")
+            duplicate = key is not None and key in seen
+            if key is not None:
+                seen.add(key)
+            if not duplicate and (after is None or position > after):
+                data = held["data"]
+                yield DurableEvent(position, str(data.get("type")), data, attempt, key)
+            position += 1

@@ -44,6 +44,7 @@ MAX_SLOTS = 1024
 class Supervisor:
     def __init__(self, url: str, executor_id: str | None, queue_name: str, beat: float, expire_after: float) -> None:
         self.url, self.executor_id, self.queue_name = url, executor_id or "", queue_name
+        self._configured = self.executor_id  # blank: a slot is taken at each connect
         self.beat, self.expire_after = beat, expire_after
         self._task: asyncio.Task[None] | None = None
         self._connection: asyncpg.Connection | None = None
@@ -52,6 +53,7 @@ class Supervisor:
         """Open the heartbeat's connection; without an executor id, take the first free worker slot
         `<slot_prefix>-<n>` (a session lock, freed at once when a worker dies, so its restart takes the same slot and
         DBOS recovers that slot's turns at launch). Returns the executor id."""
+        self.executor_id = self._configured
         self._connection = await asyncpg.connect(self.url)
         with contextlib.suppress(asyncpg.UniqueViolationError):  # two workers making the table at once
             await self._connection.execute(_SCHEMA)
@@ -76,7 +78,8 @@ class Supervisor:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         if self._connection is not None:
-            await self._connection.close()
+            await self._connection.close()  # and with it the worker slot's lock
+            self._connection = None
 
     async def _run(self) -> None:
         while True:

@@ -7,6 +7,7 @@ returns a finished turn's result or continues an unfinished one from its last st
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,14 +28,54 @@ def serve_turns(runner: TurnRunner | None) -> None:
         _running.append(runner)
 
 
+_waiters: dict[str, set[asyncio.Future[None]]] = {}
+"""Futures of this process' callers waiting for a turn to end (by id): set as soon as the turn ends here, without a
+database round trip. A turn another worker runs never sets them; its waiters learn it from the database."""
+
+
+def wait_here(turn_id: str) -> asyncio.Future[None]:
+    """A future set when this process runs the turn to its end (`forget` it when done waiting)."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    _waiters.setdefault(turn_id, set()).add(future)
+    return future
+
+
+def forget(turn_id: str, future: asyncio.Future[None]) -> None:
+    waiting = _waiters.get(turn_id)
+    if waiting is not None:
+        waiting.discard(future)
+        if not waiting:
+            del _waiters[turn_id]
+
+
+def _tell(turn_id: str) -> None:
+    for future in _waiters.pop(turn_id, ()):
+        future.get_loop().call_soon_threadsafe(_set, future)
+
+
+def _set(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 @DBOS.workflow(name="agency_swarm.turn")
 async def turn_workflow(request: dict[str, Any]) -> RunResult:
     """One top-level turn: `request` holds chat_id, turn_id (the workflow's id), and message and recipient_agent,
     or for a resume, `resume` ({"approve": [...], "reject": [...]})."""
     try:
-        return await turn_step(request)
-    finally:
-        await DBOS.close_stream_async(EVENTS)
+        result = await turn_step(request)
+    except Exception:
+        await _ended(request["turn_id"])
+        raise
+    await _ended(request["turn_id"])
+    return result
+
+
+async def _ended(turn_id: str) -> None:
+    """The turn is done or failed: its stream closes and this process' waiters are told. A workflow cut short
+    (cancelled, or its worker shutting down) leaves its stream open: the run that takes it over writes on."""
+    await DBOS.close_stream_async(EVENTS)
+    _tell(turn_id)
 
 
 @DBOS.step(name="agency_swarm.turn_step", retries_allowed=False)
@@ -42,5 +83,8 @@ async def turn_step(request: dict[str, Any]) -> RunResult:
     if not _running:
         raise RuntimeError("agency_swarm.durable: no DurableTurns is launched in this process to run the turn.")
     writer = EventWriter(uuid.uuid4().hex[:12])
-    await writer.write_data({"type": "turn_attempt", "attempt": writer.attempt, "turn_id": request["turn_id"]})
-    return await _running[0](request, writer)
+    writer.hold({"type": "turn_attempt", "attempt": writer.attempt, "turn_id": request["turn_id"]})
+    try:
+        return await _running[0](request, writer)
+    finally:
+        await writer.aclose()

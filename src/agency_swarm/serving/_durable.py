@@ -221,7 +221,7 @@ async def _read(handle: TurnHandle, after: int | None, queue: asyncio.Queue[byte
         async for event in handle.events(after):
             data = json.dumps(event.data, default=jsonable_encoder, ensure_ascii=False)
             await queue.put(utf8(f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n"))
-        result = result_response(await handle.result()).model_dump(mode="json")
+        result = result_response(await handle.ended_result()).model_dump(mode="json")
         await queue.put(_sse_chunk("done", {"type": "done", "result": result}))
     except TurnFailed as failed:
         error = {"type": failed.kind, "message": str(failed)}
