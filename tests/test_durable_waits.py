@@ -69,7 +69,7 @@ def chat() -> str:
     return f"waits-{uuid.uuid4().hex[:10]}"
 
 
-async def test_a_turns_events_within_the_batch_time_are_one_write(
+async def test_a_turns_events_within_the_batch_time_are_one_write_with_the_end(
     turns: DurableTurns, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(durable_stream, "BATCH_SECONDS", 600.0)  # every event of the turn falls in one batch
@@ -79,7 +79,7 @@ async def test_a_turns_events_within_the_batch_time_are_one_write(
     assert result.final_output == "done: hello"
     assert [event.type for event in events] == ["turn_attempt", "agent_started", "text_delta", "agent_finished"]
     assert [event.id for event in events] == [0, 1, 2, 3]
-    assert await stream_entries(handle.turn_id) == 2  # the batch, written as the turn ended, then the close
+    assert await stream_entries(handle.turn_id) == 1  # the batch, written as the turn ended, with the stream's end
 
 
 async def test_a_held_event_is_written_while_the_turn_waits(turns: DurableTurns) -> None:

@@ -19,7 +19,7 @@ from .._agency._agency import Agency
 from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingToResume, RunError, TurnLockLost
 from .._threads._manager import check_chat_id
 from .._turn._results import RunResult
-from ._stream import EVENTS, READ_FALLBACK_SECONDS, DurableEvent, EventWriter, read_events
+from ._stream import DurableEvent, EventWriter, read_events, stream_ended
 from ._supervisor import Supervisor
 from ._workflow import forget, serve_turns, turn_workflow, wait_here
 
@@ -109,20 +109,20 @@ class TurnHandle:
         Waiting costs no polling: a turn this process runs tells its waiters when it ends; one that another worker
         runs is followed on its event stream, which PostgreSQL notifications wake, until the stream closes. Then
         the outcome is read as stored (a moment after the end)."""
-        here = wait_here(self.turn_id)
-        elsewhere = asyncio.ensure_future(self._stream_closed())
+        waiter = wait_here(self.turn_id)
+        elsewhere = asyncio.ensure_future(stream_ended(self.turn_id))
         try:
-            await asyncio.wait((here, elsewhere), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait((waiter.started, waiter.ended, elsewhere), return_when=asyncio.FIRST_COMPLETED)
+            if not elsewhere.done() and not waiter.ended.done():  # it runs here: its end is told here
+                elsewhere.cancel()
+                if await waiter.ended:  # cut short (this worker is stopping): another worker goes on with it
+                    await stream_ended(self.turn_id)
             return await self.ended_result()  # as stored: `status()` says done (or failed) from now on
         finally:
-            forget(self.turn_id, here)
+            forget(self.turn_id, waiter)
             elsewhere.cancel()
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await elsewhere  # its error, if any, is ended_result's too
-
-    async def _stream_closed(self) -> None:
-        async for _ in DBOS.read_stream_async(self.turn_id, EVENTS, polling_interval_sec=READ_FALLBACK_SECONDS):
-            pass
 
     async def ended_result(self) -> RunResult:
         """The result of a turn whose event stream has ended (its outcome is stored a moment after)."""
@@ -301,12 +301,12 @@ class DurableTurns:
             async with stream:
                 async for event in stream:
                     await writer.write(event)
-            await writer.flush()
+            await writer.end()
         except TurnLockLost:
             raise
         except Exception as error:
             failed = failure(error)
             writer.hold({"type": "turn_failed", "kind": failed.kind, "message": str(failed)})
-            await writer.flush()
+            await writer.end()
             raise failed from None
         return stream.result

@@ -51,7 +51,7 @@ def event_key(data: dict[str, Any]) -> str | None:
 class EventWriter:
     """Writes a running turn's events to its stream (inside the turn's DBOS step) in batches: the first event of a
     batch waits at most `BATCH_SECONDS`, and consecutive text deltas of one agent become one event. A stream entry
-    is `{"attempt": ..., "events": [{"data": ..., "key": ...}, ...]}`."""
+    is `{"attempt": ..., "events": [{"data": ..., "key": ...}, ...]}`, and the last one says `"end": true`."""
 
     def __init__(self, attempt: str) -> None:
         self.attempt = attempt
@@ -85,9 +85,19 @@ class EventWriter:
             self._failed = error
 
     async def flush(self) -> None:
-        """Write what is held now (the end of a turn, or before it fails); raises a timed write's error."""
+        """Write what is held now; raises a timed write's error."""
         await self._stop_timer()
         await self._write_held()
+        self._raise_failed()
+
+    async def end(self) -> None:
+        """Write what is held with the stream's end (`"end": true`): readers stop there. The turn's workflow does not
+        close the stream as well (one database operation less per turn)."""
+        await self._stop_timer()
+        await self._write_held(end=True)
+        self._raise_failed()
+
+    def _raise_failed(self) -> None:
         failed, self._failed = self._failed, None
         if failed is not None:
             raise failed
@@ -107,16 +117,19 @@ class EventWriter:
         async with self._writing:  # a timed write under way ends first
             self._held.clear()
 
-    async def _write_held(self) -> None:
+    async def _write_held(self, end: bool = False) -> None:
         async with self._writing:
             held, self._held = self._held, []
-            if held:
+            if end:
+                await DBOS.write_stream_async(EVENTS, {"attempt": self.attempt, "events": held, "end": True})
+            elif held:
                 await DBOS.write_stream_async(EVENTS, {"attempt": self.attempt, "events": held})
 
 
 async def read_events(turn_id: str, after: int | None) -> AsyncIterator[DurableEvent]:
-    """The turn's events after id `after` (all with None), live until the turn ends; an event about what an
-    earlier event already reported (a re-run step's) is left out, whether the reader saw it or not."""
+    """The turn's events after id `after` (all with None), live until the stream's end; an event about what an
+    earlier event already reported (a re-run step's) is left out, whether the reader saw it or not. A turn whose
+    step failed without an end (its worker stopping) ends the stream when its workflow does."""
     seen: set[str] = set()
     position = 0
     stream = DBOS.read_stream_async(turn_id, EVENTS, polling_interval_sec=READ_FALLBACK_SECONDS)
@@ -131,3 +144,12 @@ async def read_events(turn_id: str, after: int | None) -> AsyncIterator[DurableE
                 data = held["data"]
                 yield DurableEvent(position, str(data.get("type")), data, attempt, key)
             position += 1
+        if entry.get("end"):
+            return
+
+
+async def stream_ended(turn_id: str) -> None:
+    """Returns when the turn's stream has ended (its last batch, or a stream DBOS closed or left with the turn)."""
+    async for entry in DBOS.read_stream_async(turn_id, EVENTS, polling_interval_sec=READ_FALLBACK_SECONDS):
+        if entry.get("end"):
+            return

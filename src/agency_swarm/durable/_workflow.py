@@ -15,7 +15,7 @@ from typing import Any
 from dbos import DBOS
 
 from .._turn._results import RunResult
-from ._stream import EVENTS, EventWriter
+from ._stream import EventWriter
 
 TurnRunner = Callable[[dict[str, Any], EventWriter], Awaitable[RunResult]]
 _running: list[TurnRunner] = []
@@ -28,54 +28,61 @@ def serve_turns(runner: TurnRunner | None) -> None:
         _running.append(runner)
 
 
-_waiters: dict[str, set[asyncio.Future[None]]] = {}
-"""Futures of this process' callers waiting for a turn to end (by id): set as soon as the turn ends here, without a
-database round trip. A turn another worker runs never sets them; its waiters learn it from the database."""
+class Waiter:
+    """A caller of this process waiting for a turn: `started` is set when the turn starts running here, `ended` when
+    it ends here (True: cut short, as when the worker stops; it goes on elsewhere). Told in memory, without a
+    database round trip; a turn another worker runs never sets them."""
+
+    def __init__(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.started: asyncio.Future[None] = loop.create_future()
+        self.ended: asyncio.Future[bool] = loop.create_future()
 
 
-def wait_here(turn_id: str) -> asyncio.Future[None]:
-    """A future set when this process runs the turn to its end (`forget` it when done waiting)."""
-    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    _waiters.setdefault(turn_id, set()).add(future)
-    return future
+_waiters: dict[str, set[Waiter]] = {}
 
 
-def forget(turn_id: str, future: asyncio.Future[None]) -> None:
+def wait_here(turn_id: str) -> Waiter:
+    """A `Waiter` for the turn (`forget` it when done waiting)."""
+    waiter = Waiter()
+    _waiters.setdefault(turn_id, set()).add(waiter)
+    return waiter
+
+
+def forget(turn_id: str, waiter: Waiter) -> None:
     waiting = _waiters.get(turn_id)
     if waiting is not None:
-        waiting.discard(future)
+        waiting.discard(waiter)
         if not waiting:
             del _waiters[turn_id]
 
 
-def _tell(turn_id: str) -> None:
-    for future in _waiters.pop(turn_id, ()):
-        future.get_loop().call_soon_threadsafe(_set, future)
+def _tell(turn_id: str, started: bool = False, cut: bool = False) -> None:
+    for waiter in list(_waiters.get(turn_id, ())):
+        future: asyncio.Future[Any] = waiter.started if started else waiter.ended
+        future.get_loop().call_soon_threadsafe(_set, future, None if started else cut)
 
 
-def _set(future: asyncio.Future[None]) -> None:
+def _set(future: asyncio.Future[Any], value: Any) -> None:
     if not future.done():
-        future.set_result(None)
+        future.set_result(value)
 
 
 @DBOS.workflow(name="agency_swarm.turn")
 async def turn_workflow(request: dict[str, Any]) -> RunResult:
     """One top-level turn: `request` holds chat_id, turn_id (the workflow's id), and message and recipient_agent,
     or for a resume, `resume` ({"approve": [...], "reject": [...]})."""
+    _tell(request["turn_id"], started=True)
     try:
         result = await turn_step(request)
     except Exception:
-        await _ended(request["turn_id"])
+        _tell(request["turn_id"])
         raise
-    await _ended(request["turn_id"])
+    except BaseException:  # cut short (cancelled, or the worker stopping): the run that takes it over goes on
+        _tell(request["turn_id"], cut=True)
+        raise
+    _tell(request["turn_id"])
     return result
-
-
-async def _ended(turn_id: str) -> None:
-    """The turn is done or failed: its stream closes and this process' waiters are told. A workflow cut short
-    (cancelled, or its worker shutting down) leaves its stream open: the run that takes it over writes on."""
-    await DBOS.close_stream_async(EVENTS)
-    _tell(turn_id)
 
 
 @DBOS.step(name="agency_swarm.turn_step", retries_allowed=False)
