@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
@@ -47,14 +47,6 @@ async def turns() -> AsyncIterator[DurableTurns]:
     await forget_queue(url, durable.queue_name)
     await durable.aclose()
     await agency.aclose()
-
-
-@pytest.fixture
-def workers() -> Iterator[list[Worker]]:
-    started: list[Worker] = []
-    yield started
-    for worker in started:
-        worker.stop()
 
 
 async def stream_entries(turn_id: str) -> int:
@@ -114,17 +106,15 @@ async def test_waiters_here_are_told_the_result_and_each_gets_it(turns: DurableT
     assert {result.final_output for result in results} == {stored.final_output} == {f"done: gate {gate}"}
 
 
-async def test_a_waiter_in_another_process_is_woken_by_the_turns_stream(
-    turns: DurableTurns, workers: list[Worker]
-) -> None:
+async def test_a_waiter_in_another_process_is_woken_by_the_turns_stream(turns: DurableTurns) -> None:
     url = require_postgres()
     queue = f"waits_elsewhere_{uuid.uuid4().hex[:8]}"
     worker = uuid.uuid4().hex[:8]
-    workers.append(Worker(url, f"waits-worker-{worker}", queue))
+    other = Worker(url, f"waits-worker-{worker}", queue)
     chat_id, gate = chat(), uuid.uuid4().hex
     try:
-        turn_id = workers[0].submit(chat_id, uuid.uuid4().hex, f"block {gate}")
-        assert workers[0].read().startswith("blocked ")
+        turn_id = other.submit(chat_id, uuid.uuid4().hex, f"block {gate}")
+        assert other.read().startswith("blocked ")
         waiter = asyncio.ensure_future(turns.handle(chat_id, turn_id).result())  # this process never runs it
         connection = await asyncpg.connect(url)
         try:
@@ -138,4 +128,5 @@ async def test_a_waiter_in_another_process_is_woken_by_the_turns_stream(
         _, executor = await finished(url, turn_id)
         assert executor == f"waits-worker-{worker}"
     finally:
+        other.stop()
         await forget_queue(url, queue)
