@@ -81,8 +81,10 @@ def test_the_long_chat_benchmark_prints_a_row_per_store() -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     rows = [line.strip("| ").split(" | ") for line in lines]
-    assert [row[0] for row in rows] == ["store", "memory", "memory, changed elsewhere", "sqlite",
-                                        "sqlite, changed elsewhere", "a copy of the model's input per call (not made)"]
+    assert [row[0] for row in rows] == [
+        "store", "memory", "memory, changed elsewhere", "memory, turn ids", "sqlite", "sqlite, changed elsewhere",
+        "sqlite, turn ids", "a copy of the model's input per call (not made)",
+    ]
     for row in rows[1:-1]:
         assert all(re.fullmatch(r"\d+\.\d+ \(\d+\.\d+x\)", cell) for cell in row[1:]), row
     assert all(re.fullmatch(r"\d+\.\d+", cell) for cell in rows[-1][1:]), rows[-1]

@@ -10,6 +10,7 @@ import pytest
 from agents import AgentHooks, function_tool
 
 from agency_swarm import Agency, Agent, MemoryThreadStore
+from agency_swarm._threads._manager import ConversationThread
 from agency_swarm.testing import ScriptedModel, ToolCall
 
 
@@ -53,27 +54,32 @@ class IdModel(ScriptedModel):
         return await super().get_response(system_instructions, input, *args, **kwargs)
 
 
-async def turns(agency: Agency, stream: bool, count: int = 3) -> None:
+async def turns(agency: Agency, stream: bool, count: int = 3, ids: bool = False) -> None:
     for number in range(count):
+        turn_id = f"turn-{number}" if ids else None  # each turn stores a mark the model must never see
         if stream:
-            async for _ in agency.get_response_stream(f"question {number}", chat_id="c"):
+            async for _ in agency.get_response_stream(f"question {number}", chat_id="c", turn_id=turn_id):
                 pass
         else:
-            await agency.get_response(f"question {number}", chat_id="c")
+            await agency.get_response(f"question {number}", chat_id="c", turn_id=turn_id)
 
 
+@pytest.mark.parametrize("ids", [False, True])
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize("store", [None, "memory"])
-async def test_a_model_that_keeps_its_inputs_sees_each_as_it_was_at_its_call(stream: bool, store: str | None) -> None:
+async def test_a_model_that_keeps_its_inputs_sees_each_as_it_was_at_its_call(
+    stream: bool, store: str | None, ids: bool
+) -> None:
     model = KeepingModel()
     agency = Agency(Agent(name="A", model=model, tools=[lookup]),
                     thread_store=MemoryThreadStore() if store else None)
-    await turns(agency, stream)
+    await turns(agency, stream, ids=ids)
     assert len(model.kept) == 6  # two calls a turn: the tool call, then the answer
     for kept, at_the_call in model.kept:
         assert kept == at_the_call
     assert [len(snapshot) for _, snapshot in model.kept] == [1, 3, 5, 7, 9, 11]
-    assert len(agency.thread_manager.get_threads("c")["user->A"]) == 12
+    assert not any(item.get("type") == "agency_swarm.turn_started" for _, snapshot in model.kept for item in snapshot)
+    assert len(agency.thread_manager.get_threads("c")["user->A"]) == (15 if ids else 12)
 
 
 async def test_a_hook_that_keeps_the_history_sees_it_as_it_was_at_the_call() -> None:
@@ -89,12 +95,29 @@ async def test_a_hook_that_keeps_the_history_sees_it_as_it_was_at_the_call() -> 
     assert all(held == at_the_call for held, at_the_call in kept)
 
 
-async def test_a_model_that_keeps_nothing_is_lent_the_same_list_every_call() -> None:
-    """No copy per call: the cost of a call no longer grows with the chat (benchmarks/long_chat.py)."""
+@pytest.mark.parametrize("ids", [False, True])
+async def test_a_model_that_keeps_nothing_is_lent_the_same_list_every_call(ids: bool) -> None:
+    """No copy per call, with bookkeeping marks too: the cost of a call does not grow with the chat
+    (benchmarks/long_chat.py)."""
     model = IdModel()
     agency = Agency(Agent(name="A", model=model, tools=[lookup]), thread_store=MemoryThreadStore())
-    await turns(agency, stream=False)
+    await turns(agency, stream=False, ids=ids)
     assert len(model.ids) == 6
     assert len(set(model.ids)) == 1
     thread = agency.thread_manager.get_threads("c")["user->A"]
     assert [item.get("role") for item in thread if "role" in item].count("user") == 3
+
+
+def test_a_marked_threads_model_view_follows_appends_and_in_place_changes() -> None:
+    mark = {"type": "agency_swarm.turn_started", "turn_id": "t"}
+    thread = ConversationThread("c", "user", "A", items=[mark, {"role": "user", "content": "one"}])
+    kept = thread.model_view()  # a model keeps what it was handed
+    assert kept == [{"role": "user", "content": "one"}]
+    thread.add([{"role": "assistant", "content": "two"}, dict(mark)])
+    assert kept == [{"role": "user", "content": "one"}]  # copied before it grew: the holder's list stays
+    assert [item["content"] for item in thread.model_view()] == ["one", "two"]  # the mark left out
+    thread.add([{"role": "user", "content": "three"}])
+    assert [item["content"] for item in thread.model_view()] == ["one", "two", "three"]
+    thread.writable()[1] = {"role": "user", "content": "changed"}  # an in-place change (a repair, a reload)
+    assert [item["content"] for item in thread.model_view()] == ["changed", "two", "three"]
+    assert len(thread.items) == 5

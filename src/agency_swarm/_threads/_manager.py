@@ -11,7 +11,7 @@ from typing import Protocol
 
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, ReentrantTurn
 from .._base._sync import INSIDE
-from ._checks import only_known_recipients, without_refused_items
+from ._checks import CALL_MARKS, only_known_recipients, without_refused_items
 from ._store import (
     CallbackThreadStore,
     ChatVersion,
@@ -32,6 +32,7 @@ from ._thread_items import (
     interrupted_output,
     started_by_a_closed_send,
     unanswered_calls,
+    without_call_marks,
 )
 from ._writes import CLEAN_UP_SECONDS as CLEAN_UP_SECONDS
 from ._writes import clean_up as clean_up
@@ -91,8 +92,8 @@ class ConversationThread:
     hold the items) calls `on_unknown(chat_id)`: the ThreadManager then reads the chat from the store again.
     """
 
-    __slots__ = ("_append_now", "_listeners", "_on_unknown", "_store", "chat_id", "has_marks", "items", "key",
-                 "lent", "recipient", "sender")
+    __slots__ = ("_append_now", "_listeners", "_on_unknown", "_store", "_view", "_view_length", "_view_lent",
+                 "chat_id", "has_marks", "items", "key", "lent", "recipient", "sender")
 
     def __init__(
         self,
@@ -113,6 +114,9 @@ class ConversationThread:
         """The thread holds approval bookkeeping items (`CALL_MARKS`), which the model must not be handed."""
         self.lent = False
         """`items` itself was handed to a model as its input: `writable` copies it first if anyone still holds it."""
+        self._view: list[Item] | None = None  # `model_view`'s list, and how many of `items` it has seen
+        self._view_length = 0
+        self._view_lent = False
         self._store = store
         self._append_now = immediate_append(store)
         self._listeners = listeners if listeners is not None else []  # shared with the manager
@@ -139,7 +143,7 @@ class ConversationThread:
             if append_now is None:
                 return self._stored(store, items)
             append_now(self.chat_id, self.key, items)
-        (self.writable() if self.lent else self.items).extend(items)
+        self._grow(items)
         if self._listeners:
             self._tell(items)
         return None
@@ -153,18 +157,44 @@ class ConversationThread:
             if self._on_unknown is not None:  # the store may hold the items or not: it is the one to ask
                 self._on_unknown(self.chat_id)
             raise
-        (self.writable() if self.lent else self.items).extend(items)
+        self._grow(items)
         if self._listeners:
             self._tell(items)
+
+    def _grow(self, items: list[Item]) -> None:
+        (self._owned() if self.lent else self.items).extend(items)
+        if self._view is not None:
+            if self._view_lent:
+                self._view_lent = False
+                if held_elsewhere(self._view):  # a model or a hook kept the view it was given: it stays as it was
+                    self._view = list(self._view)
+            self._view.extend(item for item in items if item.get("type") not in CALL_MARKS)
+            self._view_length = len(self.items)
 
     def writable(self) -> list[Item]:
         """`items`, to change in place. A list lent to a model that someone (the model, a hook) still holds stays
         theirs, unchanged: the thread goes on with a copy. Nobody else holding it, the lend cost no copy at all."""
+        self._view = None  # changed in place: `model_view` builds it again when next asked
+        return self._owned()
+
+    def _owned(self) -> list[Item]:
         if self.lent:
             self.lent = False
             if held_elsewhere(self.items):
                 self.items = list(self.items)
         return self.items
+
+    def model_view(self) -> list[Item]:
+        """`items` as a model may read them: without bookkeeping marks (`CALL_MARKS`). A thread with marks keeps this
+        list up with its appends instead of filtering the whole chat at every model call; it is lent like `items`
+        (copied before it grows if someone kept it) and built again after an in-place change."""
+        if not self.has_marks:
+            return self.items
+        if self._view is None or self._view_length != len(self.items):
+            self._view = without_call_marks(self.items)
+            self._view_length = len(self.items)
+        self._view_lent = True
+        return self._view
 
     def _tell(self, items: list[Item]) -> None:
         for item in items:

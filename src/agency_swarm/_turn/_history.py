@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._threads._thread_items import without_call_marks
 from ._state import SEND_CALL_ID, USER_CALLER, Turn
 
 
@@ -13,7 +12,7 @@ def model_history(turn: Turn) -> list[dict[str, Any]]:
     in a thread between agents, without the send call ids kept with incoming messages. The thread's own list is
     lent rather than copied: the thread copies it before changing it only if someone kept it (`writable`)."""
     thread = turn.thread
-    items = without_call_marks(thread.items) if thread.has_marks else thread.items  # bookkeeping is not the model's
+    items = thread.model_view()  # without bookkeeping marks: those are not the model's
     window = turn.agent.history_window
     if window is not None and len(items) > window + 1:
         items = window_of(items, window)
