@@ -58,3 +58,28 @@ async def test_a_turn_going_on_after_a_call_ended_streams_the_call_and_its_store
     assert about_the_call == [("tool_called", None), ("tool_output", "recorded hello")]
     assert stream.result.final_output == "done: hello"
     assert ran == []  # its output was stored: never run again
+
+
+async def test_a_turn_with_an_id_going_on_streams_every_call_it_made_not_only_the_last_responses() -> None:
+    """A durable turn writes its events in batches: a crash can cut the events of an earlier response too."""
+    ran.clear()
+    store = MemoryThreadStore()
+    first = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "record",
+             "arguments": '{"note": "one"}'}
+    thinking = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "one more", "annotations": []}]}
+    second = {"type": "function_call", "id": "fc_2", "call_id": "call_2", "name": "record",
+              "arguments": '{"note": "two"}'}
+    await store.append("c", "user->A", [
+        turn_mark("t-1"), {"role": "user", "content": "hello"},
+        first, {"type": "function_call_output", "call_id": "call_1", "output": "recorded one"},
+        thinking, second, {"type": "function_call_output", "call_id": "call_2", "output": "recorded two"},
+    ])  # then a crash, before the answer and before any of it was streamed
+    agency = Agency(Agent(name="A", model=ScriptedModel(step), tools=[record]), thread_store=store)
+    stream = agency.get_response_stream("hello", chat_id="c", turn_id="t-1")
+    events = [event.to_dict() async for event in stream]
+    calls = [(event["type"], event["call_id"]) for event in events if event["type"] in ("tool_called", "tool_output")]
+    assert calls == [("tool_called", "call_1"), ("tool_output", "call_1"), ("tool_called", "call_2"),
+                     ("tool_output", "call_2")]
+    assert stream.result.final_output == "done: hello"
+    assert ran == []

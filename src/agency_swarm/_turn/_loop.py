@@ -26,6 +26,7 @@ from .._threads._thread_items import (
     drop_lost_reasoning,
     interrupted_output,
     turn_mark,
+    turn_start,
     unanswered_calls,
 )
 from . import _entry
@@ -224,24 +225,37 @@ async def _resumed_step(turn: Turn, setup: Setup) -> NextStep:
     return RunTools(calls) if calls else RUN_AGAIN
 
 
-async def _report_last_calls(
-    turn: Turn, items: list[dict[str, Any]], cut: dict[str, str], *, answered: bool
-) -> None:
-    """The calls of the thread's last response cut short (given the "interrupted" output just now) and, with
-    `answered` (a crash's continuation), those whose output was stored before it, each streamed as called and given
-    its output: a run that died between storing an item and streaming it leaves a consumer no call that never ends,
-    nor an output without its call (a durable turn's reader leaves out the events it already had)."""
-    if turn.emit is None:
-        return
-    stored = {str(item.get("call_id")): item.get("output") for item in items
-              if answered and item.get("type") == "function_call_output"}
-    outputs = stored | cut
+def _trailing_calls(items: list[dict[str, Any]], outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The calls among the thread's last items (its last response's, with their outputs) that have an output."""
     last: list[dict[str, Any]] = []
     for item in reversed(items):
         if item.get("type") not in ("function_call", "function_call_output"):
             break
         if item.get("type") == "function_call" and str(item.get("call_id")) in outputs:
             last.insert(0, item)
+    return last
+
+
+async def _report_last_calls(
+    turn: Turn, items: list[dict[str, Any]], cut: dict[str, str], *, answered: bool
+) -> None:
+    """The calls of the thread's last response cut short (given the "interrupted" output just now) and, with
+    `answered` (a crash's continuation), those whose output was stored before it, each streamed as called and given
+    its output: a run that died between storing an item and streaming it leaves a consumer no call that never ends,
+    nor an output without its call (a durable turn's reader leaves out the events it already had). A top-level turn
+    with a `turn_id` reports every call it made so far: its events may have been streamed late (a durable turn
+    writes them in batches), so a crash can have cut those of an earlier response too."""
+    if turn.emit is None:
+        return
+    begun = turn_start(items, turn.run.turn_id) if answered and turn.depth == 0 and turn.run.turn_id else None
+    calls = items if begun is None else items[begun:]
+    stored = {str(item.get("call_id")): item.get("output") for item in calls
+              if answered and item.get("type") == "function_call_output"}
+    outputs = stored | cut
+    if begun is not None:
+        last = [item for item in calls if item.get("type") == "function_call" and str(item.get("call_id")) in outputs]
+    else:
+        last = _trailing_calls(items, outputs)
     agent, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
     for call in last:
         call_id, tool, output = str(call.get("call_id")), str(call.get("name")), outputs[str(call.get("call_id"))]
