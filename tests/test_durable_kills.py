@@ -41,6 +41,7 @@ from durable_kill_app import EFFECTS, URL_ENV
 from faults.harness import check_threads
 from postgres_support import require_postgres
 from serving_support import Server, start_serve
+from test_serving_durable import sse_line
 
 SEED = int(os.environ.get("DURABLE_KILLS_SEED") or secrets.randbits(32))
 CHATS, TURNS_PER_CHAT, WATCHED_CHATS = 20, 5, 4
@@ -213,13 +214,8 @@ async def sse(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
     """Each whole SSE block as {"id", "event", "data"} (comments skipped; a block cut short is never yielded)."""
     block: dict[str, Any] = {}
     async for line in lines:
-        if not line:
-            if block:
-                yield block
-            block = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(": ")
-            block[name] = json.loads(value) if name == "data" else value
+        if (whole := sse_line(block, line)) is not None:
+            yield whole
 
 
 @dataclass

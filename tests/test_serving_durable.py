@@ -29,17 +29,25 @@ def chat() -> str:
     return f"dur-{uuid.uuid4().hex[:12]}"
 
 
+def sse_line(block: dict[str, Any], line: str) -> dict[str, Any] | None:
+    """Reads one SSE line into `block`; at a block's end returns it whole ({"id", "event", "data"}) and empties
+    `block`. Comments are skipped; a block cut short is never returned."""
+    if not line:
+        whole = dict(block) if block else None
+        block.clear()
+        return whole
+    if not line.startswith(":"):
+        name, _, value = line.partition(": ")
+        block[name] = json.loads(value) if name == "data" else value
+    return None
+
+
 def sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
     """Each SSE block as {"id", "event", "data"} (comments skipped)."""
     block: dict[str, Any] = {}
     for line in lines:
-        if not line:
-            if block:
-                yield block
-            block = {}
-        elif not line.startswith(":"):
-            name, _, value = line.partition(": ")
-            block[name] = json.loads(value) if name == "data" else value
+        if (whole := sse_line(block, line)) is not None:
+            yield whole
 
 
 def users(server: Server, chat_id: str) -> list[str]:
