@@ -210,10 +210,6 @@ def _describe_store(settings: ServeSettings) -> str:
     return f"{redact_url(url)} ({where})" if url is not None else f"{kind} ({where})"
 
 
-WORKER_HEALTHCHECK_SECONDS = 30
-"""How long uvicorn waits for a worker process to answer its health check before it kills and restarts it."""
-
-
 def serve(
     settings: ServeSettings,
     *,
@@ -252,7 +248,4 @@ def serve(
     uvicorn.run(
         "agency_swarm.serving:app_from_env", factory=True, host=host, port=port, workers=workers,
         log_level=log_level, access_log=access_log, http=NoDelayHTTP,
-        # uvicorn's 5 s kills a worker that answers its ping late: a busy worker, or one still importing while the
-        # others take its load, would be killed and restarted again and again.
-        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
     )
