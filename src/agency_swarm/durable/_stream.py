@@ -58,7 +58,7 @@ class EventWriter:
         self._held: list[dict[str, Any]] = []
         self._timer: asyncio.Task[None] | None = None
         self._writing = asyncio.Lock()  # batches reach the stream in the order they were taken
-        self._failed: BaseException | None = None  # a timed write's error, raised by the next flush
+        self._failed: BaseException | None = None  # a timed write's error, raised by `end`
 
     async def write(self, event: Event) -> None:
         if isinstance(event, RawModelEvent):
@@ -71,7 +71,7 @@ class EventWriter:
         self.hold(event.to_dict())
 
     def hold(self, data: dict[str, Any]) -> None:
-        """Add an event (its dict) to the batch; the batch is written within `BATCH_SECONDS` or at `flush`."""
+        """Add an event (its dict) to the batch; the batch is written within `BATCH_SECONDS` or at `end`."""
         self._held.append({"data": data, "key": event_key(data)})
         if self._timer is None:
             self._timer = asyncio.create_task(self._flush_later())
@@ -83,12 +83,6 @@ class EventWriter:
             await self._write_held()
         except Exception as error:
             self._failed = error
-
-    async def flush(self) -> None:
-        """Write what is held now; raises a timed write's error."""
-        await self._stop_timer()
-        await self._write_held()
-        self._raise_failed()
 
     async def end(self) -> None:
         """Write what is held with the stream's end (`"end": true`): readers stop there. The turn's workflow does not
