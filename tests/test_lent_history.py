@@ -79,7 +79,7 @@ async def test_a_model_that_keeps_its_inputs_sees_each_as_it_was_at_its_call(
         assert kept == at_the_call
     assert [len(snapshot) for _, snapshot in model.kept] == [1, 3, 5, 7, 9, 11]
     assert not any(item.get("type") == "agency_swarm.turn_started" for _, snapshot in model.kept for item in snapshot)
-    assert len(agency.thread_manager.get_threads("c")["user->A"]) == (15 if ids else 12)
+    assert len(agency.thread_manager.get_threads("c", include_marks=True)["user->A"]) == (15 if ids else 12)
 
 
 async def test_a_hook_that_keeps_the_history_sees_it_as_it_was_at_the_call() -> None:

@@ -83,6 +83,7 @@ EXPECTED_ALL = [
     "TurnLockLost",
     "TurnLockingStore",
     "function_tool",
+    "model_input",
 ]
 
 EXPECTED_TESTING_ALL = [

@@ -43,6 +43,7 @@ from ._base._events import (
 from ._model._retry import RetryPolicy
 from ._threads._manager import ConversationThread, ThreadManager
 from ._threads._store import MemoryThreadStore, ThreadStore, TurnLockingStore
+from ._threads._thread_items import model_input
 from ._turn._agent import Agent
 from ._turn._hooks import AgencyHooks
 from ._turn._results import Interruption, ResponseStream, RunResult
@@ -124,4 +125,5 @@ __all__ = [
     "TurnLockLost",
     "TurnLockingStore",
     "function_tool",
+    "model_input",
 ]

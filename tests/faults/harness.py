@@ -366,7 +366,7 @@ class Backend:
 async def _fresh_load(store: ThreadStore, chat_id: str) -> dict[str, list[dict[str, Any]]]:
     manager = ThreadManager(store=store)
     await manager.ensure_loaded(chat_id)
-    return manager.get_threads(chat_id)
+    return manager.get_threads(chat_id, include_marks=True)  # what the store holds, marks included
 
 
 async def postgres_problem() -> str | None:
@@ -696,7 +696,7 @@ async def _recover(agency: Agency, case: Case, chat_id: str, effects: Effects, o
                 LOADS, f"the continuing process cannot load it: {type(error).__name__}", "recovery", _error(error)
             ))
             return False
-        threads = manager.get_threads(chat_id)
+        threads = manager.get_threads(chat_id, include_marks=True)  # as resume reads it
         entry = threads.get("user->CEO", [])
         # What waits for a decision is the product's answer (ChatPaused.interruptions says the same): a call marked as
         # paused for approval and not started since, in a turn somebody still waits for. A call cut short is never
@@ -772,7 +772,7 @@ async def _check_state(
     manager = agency.thread_manager
     if not manager.is_loaded(chat_id):
         return  # it holds nothing of the chat (a failed load, or it reads the store again next turn)
-    held = _nonempty(manager.get_threads(chat_id))
+    held = _nonempty(manager.get_threads(chat_id, include_marks=True))
     shape, difference = diff_threads(held, _nonempty(stored))
     if difference:
         outcome.violations.append(Violation(SAME, shape, phase, difference))

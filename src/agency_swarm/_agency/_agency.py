@@ -224,15 +224,20 @@ class Agency:
         )
 
     # -- reading chats -----------------------------------------------------------------------------
-    async def get_threads(self, chat_id: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    async def get_threads(
+        self, chat_id: str | None = None, *, include_marks: bool = False
+    ) -> dict[str, list[dict[str, Any]]]:
         """A chat's threads as {thread key like "user->CEO": [items]}, read from the store if this process has not
         loaded the chat yet; `{}` for a chat that has nothing. The lists and items are copies.
 
+        The items are those the thread's model reads (a message between agents also keeps its `send_call_id`:
+        `model_input(items)` leaves it out); `include_marks=True` adds the bookkeeping items the chat stores
+        between them (`{"type": "agency_swarm.turn_started", ...}`, approval marks), which no model is handed.
         Waits for a turn of the chat that is running (in this process, or in any process sharing the store), so it
         never returns half a turn. `thread_manager.get_threads` reads only what this process holds in memory.
         """
         chat = check_chat_id(DEFAULT_CHAT_ID if chat_id is None else chat_id)
-        return await self.thread_manager.read_threads(chat)
+        return await self.thread_manager.read_threads(chat, include_marks=include_marks)
 
     # -- pauses and crashes -------------------------------------------------------------------------
     async def resume(

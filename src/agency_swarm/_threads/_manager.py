@@ -269,8 +269,9 @@ class ThreadManager:
             )
         return thread
 
-    def get_threads(self, chat_id: str) -> Threads:
-        """A chat's threads held in memory, as {thread key: items} (lists are copies; items are shared).
+    def get_threads(self, chat_id: str, *, include_marks: bool = False) -> Threads:
+        """A chat's threads held in memory, as {thread key: items} (lists are copies; items are shared): the items
+        its models read, without the bookkeeping marks (`CALL_MARKS`) unless `include_marks`.
 
         With a store, a chat this process does not hold (no turn of it ran here, it left memory, or it was deleted)
         raises ConfigError instead of looking empty: `await agency.get_threads(chat_id)` loads it and reads it.
@@ -280,17 +281,18 @@ class ThreadManager:
                 f"Chat {chat_id!r} is not loaded in this process (no turn of it ran here, it left memory, or it was "
                 f"deleted): read what the store holds with `await agency.get_threads({chat_id!r})`."
             )
-        return {key: list(t.items) for key, t in self._chats.get(chat_id, {}).items()}
+        shown = list if include_marks else without_call_marks
+        return {key: shown(t.items) for key, t in self._chats.get(chat_id, {}).items()}
 
-    async def read_threads(self, chat_id: str) -> Threads:
-        """A chat's threads as copies, loaded from the store first if need be.
+    async def read_threads(self, chat_id: str, *, include_marks: bool = False) -> Threads:
+        """A chat's threads as copies, loaded from the store first if need be (marks only with `include_marks`).
 
         Waits for a running turn of the chat (and, with a store several processes share, reads what they added), so
         it never sees half a turn. Called from a tool of that chat's own turn, it reads what the turn holds.
         """
         inside = INSIDE.get()
         if (self, chat_id) in inside:  # this chat's turn is running this code and holds the lock
-            return copied(self._chats.get(chat_id, {}))
+            return copied(self._chats.get(chat_id, {}), include_marks)
         if (self.store, chat_id) in inside:
             raise ReentrantTurn(
                 f"Chat {chat_id!r} is running the turn this call comes from, in an agency sharing this store; read "
@@ -298,7 +300,7 @@ class ThreadManager:
             )
         async with self.hold(chat_id):
             await self.ensure_loaded(chat_id)
-            return copied(self._chats.get(chat_id, {}))
+            return copied(self._chats.get(chat_id, {}), include_marks)
 
     def chat_ids(self) -> list[str]:
         """Chats used in this process (the store may hold more: `await store.list_chats()`)."""
@@ -552,6 +554,8 @@ class ThreadManager:
             await self.store.aclose()
 
 
-def copied(threads: dict[str, ConversationThread]) -> Threads:
-    """{thread key: deep copies of its items}: what a caller may change without changing the chat."""
-    return {key: copy.deepcopy(thread.items) for key, thread in threads.items()}
+def copied(threads: dict[str, ConversationThread], include_marks: bool) -> Threads:
+    """{thread key: deep copies of its items (its marks only if asked)}: what a caller may change without changing
+    the chat."""
+    shown = list if include_marks else without_call_marks
+    return {key: copy.deepcopy(shown(thread.items)) for key, thread in threads.items()}

@@ -92,6 +92,20 @@ def without_call_marks(items: list[Item]) -> list[Item]:
     return [item for item in items if item.get("type") not in CALL_MARKS]
 
 
+SEND_CALL_ID = "send_call_id"
+"""Key of the call id an incoming message between agents keeps (the turn loop's `_state.SEND_CALL_ID`)."""
+
+
+def model_input(items: list[Item]) -> list[Item]:
+    """A thread's items as a model takes them, e.g. as `agents.Runner.run`'s input: without bookkeeping marks and
+    without the `send_call_id` of messages between agents. A new list; an item with `send_call_id` is a copy
+    without it, every other item is the one given."""
+    return [
+        item if SEND_CALL_ID not in item else {key: value for key, value in item.items() if key != SEND_CALL_ID}
+        for item in items if item.get("type") not in CALL_MARKS
+    ]
+
+
 def started_by_a_closed_send(items: list[Item], open_calls: set[str]) -> bool:
     """The thread's last incoming message came through a send (its call id is kept with it) that is no longer open.
     A message the user or `sender_name=` sent directly has no send behind it: its calls may still wait."""

@@ -149,7 +149,7 @@ def _resumed_before(
 ) -> tuple[Turn, int] | None:
     """The turn, and its mark's index, of a resume that `turn_id` already started, if one did; of the user's
     decisions, those whose calls still wait apply (the others were applied by the resume that started)."""
-    threads = manager.get_threads(run.chat_id)
+    threads = manager.get_threads(run.chat_id, include_marks=True)  # turn marks say where turns begin
     for name, (agent, wiring) in entries.items():
         items = threads.get(f"{USER_CALLER}->{name}")
         begun = None if items is None else turn_start(items, turn_id)
@@ -237,7 +237,7 @@ def _unfinished_entry(
 ) -> tuple[AgentBase, Wiring]:
     prefix = USER_CALLER + "->"
     unfinished = [
-        key[len(prefix):] for key, items in manager.get_threads(chat_id).items()
+        key[len(prefix):] for key, items in manager.get_threads(chat_id, include_marks=True).items()
         if key.startswith(prefix) and key[len(prefix):] in entries and not is_finished(items)
     ]
     if not unfinished:

@@ -90,7 +90,11 @@ class RunResultResponse(BaseModel):
 class ThreadsResponse(BaseModel):
     chat_id: str
     threads: dict[str, list[dict[str, Any]]] = Field(
-        description='Stored items per thread key ("user->CEO", "CEO->Developer"); {} for an unknown chat.'
+        description=(
+            'Stored items per thread key ("user->CEO", "CEO->Developer"): those the thread\'s model reads (a message '
+            "between agents also keeps its `send_call_id`), and the bookkeeping marks between them with "
+            "`?marks=true`; {} for an unknown chat."
+        )
     )
 
 

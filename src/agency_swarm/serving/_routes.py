@@ -11,6 +11,7 @@ from .._agency._agency import Agency
 from .._base._errors import ConfigError
 from .._threads._manager import check_chat_id
 from .._threads._store import ThreadStore
+from .._threads._thread_items import without_call_marks
 from ._bodies import (
     ErrorResponse,
     HealthResponse,
@@ -43,6 +44,17 @@ RawEvents = Annotated[
         description=(
             "Also send each model's raw Responses-API stream events (`event: raw`). Off by default: they are most "
             "of a short turn's bytes, and every other event already carries what a client shows."
+        ),
+    ),
+]
+
+Marks = Annotated[
+    bool,
+    Query(
+        description=(
+            "Also return the bookkeeping items stored between a thread's messages (`agency_swarm.turn_started`, "
+            "`agency_swarm.awaiting_approval`, `agency_swarm.approved_run`). Off by default: no model is handed "
+            "them, and a client showing or re-sending a thread has no use for them."
         ),
     ),
 ]
@@ -179,10 +191,13 @@ def _add_chat_routes(app: FastAPI, agency: Agency, store: ThreadStore, *, protec
         "/chats/{chat_id}/threads", response_model=ThreadsResponse, operation_id="get_threads",
         **route_docs(*read, protected=protected),
     )
-    async def get_threads(chat_id: ChatId) -> Any:
-        """What the store holds for the chat now (a running turn's items included, as they are stored)."""
+    async def get_threads(chat_id: ChatId, marks: Marks = False) -> Any:
+        """What the store holds for the chat now (a running turn's items included, as they are stored): the items
+        the models read, and the bookkeeping marks between them only with `?marks=true`."""
         try:
             threads = await store.load(check_chat_id(chat_id))
+            if not marks:
+                threads = {key: without_call_marks(items) for key, items in threads.items()}
             return model_response(ThreadsResponse(chat_id=chat_id, threads=threads))
         except Exception as exc:
             return failure_response(exc, chat_id)
