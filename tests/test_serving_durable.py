@@ -122,6 +122,13 @@ def test_a_durable_resume_with_the_same_key_applies_its_approval_once(durable_se
     nothing = httpx.post(url, json={}, timeout=60)
     assert nothing.status_code == 409
     assert nothing.json()["error"]["type"] == "nothing_to_resume"
+    threads = f"{durable_server.url}/chats/{chat_id}/threads"
+    shown = httpx.get(threads, timeout=60).json()["threads"]["user->A"]
+    marked = httpx.get(threads, params={"marks": "true"}, timeout=60).json()["threads"]["user->A"]
+    marks = [item for item in marked if str(item.get("type", "")).startswith("agency_swarm.")]
+    assert [item["type"] for item in marks] == ["agency_swarm.turn_started", "agency_swarm.awaiting_approval",
+                                                "agency_swarm.turn_started", "agency_swarm.approved_run"]
+    assert shown == [item for item in marked if item not in marks]  # the marks only when asked
 
 
 def test_idempotency_key_without_durable_mode_runs_one_turn(tmp_path: Any) -> None:
