@@ -90,10 +90,14 @@ def msg(text: str, id: str = "msg_1") -> ResponseOutputMessage:
     )
 
 
-def call(name: str, arguments: dict[str, Any] | str | None = None, call_id: str = "call_1") -> ResponseFunctionToolCall:
+def call(
+    name: str, arguments: dict[str, Any] | str | None = None, call_id: str = "call_1", namespace: str | None = None,
+) -> ResponseFunctionToolCall:
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    fields: dict[str, Any] = {"namespace": namespace} if namespace is not None else {}
     return ResponseFunctionToolCall(
         type="function_call", id=f"fc_{call_id}", call_id=call_id, name=name, arguments=raw, status="completed",
+        **fields,
     )
 
 
@@ -221,6 +225,7 @@ def tool_summary(tool: Tool) -> dict[str, Any]:
         summary["description"] = tool.description
         summary["params_json_schema"] = copy.deepcopy(tool.params_json_schema)
         summary["strict_json_schema"] = tool.strict_json_schema
+        summary["namespace"] = getattr(tool, "_tool_namespace", None)
         return summary
     if dataclasses.is_dataclass(tool):
         for item in dataclasses.fields(tool):

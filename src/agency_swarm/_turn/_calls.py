@@ -35,6 +35,7 @@ from ._steps import (
     UnknownTool,
     stop_after_tools,
 )
+from ._tool_keys import qualified_call_name
 from ._tools import output_item, run_function_tool, unknown_tool_output
 from ._tracing import current, finish, started
 
@@ -207,8 +208,10 @@ async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: Em
                     INSIDE.set(outer)  # not reset(token): an abandoned stream may be closed from another context
             state.results.append((index, tool, call, outputs[index]))
         case UnknownTool():
-            available = [*setup.function_tools, *([SEND_MESSAGE] if setup.can_send else [])]
-            outputs[index] = unknown_tool_output(call.name, available)
+            available = [tool.qualified_name for tool in setup.function_tools.values()]
+            outputs[index] = unknown_tool_output(qualified_call_name(call), [
+                *dict.fromkeys(available), *([SEND_MESSAGE] if setup.can_send else []),
+            ])
         case _:
             assert_never(step)
 

@@ -75,9 +75,15 @@ NextStep = FinalOutput | RunAgain | RunTools
 
 
 def classify(setup: Setup, call: ResponseFunctionToolCall, *, resume: bool = False) -> ToolCallStep:
-    if call.name == SEND_MESSAGE and setup.can_send:
+    """What a function call asks for: the tool it names by namespace and name, as `Runner` looks it up (never
+    another tool of the same name), a send, or an unknown tool."""
+    namespace = call.namespace
+    if namespace:
+        tool = setup.function_tools.get((namespace, call.name))
+    elif call.name == SEND_MESSAGE and setup.can_send:
         return SendMessage(call, resume)
-    tool = setup.function_tools.get(call.name)
+    else:
+        tool = setup.function_tools.get(call.name)
     return UnknownTool(call) if tool is None else FunctionToolCall(call, tool)
 
 
