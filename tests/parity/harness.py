@@ -347,7 +347,11 @@ def stream_events(response_id: str, output: list[Any]) -> list[ResponseStreamEve
 
 
 class RecordingModel(Model):
-    """Plays `script` (one list of output items per model call) and records every call's arguments."""
+    """Plays `script` (one list of output items per model call) and records every call's arguments.
+
+    Its `get_response` / `stream_response` have the SDK's exact abstract signature: the keyword-only
+    `previous_response_id`, `conversation_id` and `prompt` have no defaults, so a caller that leaves one out fails
+    here as it would with any custom `agents.Model` written that way."""
 
     def __init__(self, script: Sequence[Sequence[Any]], *, label: str = "recording-model") -> None:
         self.script = [list(response) for response in script]
@@ -398,9 +402,9 @@ class RecordingModel(Model):
         handoffs: list[Handoff],
         tracing: ModelTracing,
         *,
-        previous_response_id: str | None = None,
-        conversation_id: str | None = None,
-        prompt: Any = None,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
     ) -> ModelResponse:
         output = self._record(
             False, system_instructions, input, model_settings, tools, output_schema, handoffs,
@@ -420,9 +424,9 @@ class RecordingModel(Model):
         handoffs: list[Handoff],
         tracing: ModelTracing,
         *,
-        previous_response_id: str | None = None,
-        conversation_id: str | None = None,
-        prompt: Any = None,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
     ) -> AsyncIterator[ResponseStreamEvent]:
         output = self._record(
             True, system_instructions, input, model_settings, tools, output_schema, handoffs,
