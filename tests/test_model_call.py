@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import agents
 import pytest
 from agents import AgentHooks, AgentOutputSchemaBase, Handoff, Model, ModelResponse, ModelSettings, Tool, Usage
 from agents.items import TResponseStreamEvent
@@ -188,3 +189,27 @@ async def test_the_retrying_wrapper_passes_every_keyword_argument_on_when_called
     assert [event.type for event in events] == ["response.completed"]
     assert response.output[0].type == "message"
     assert model.seen == [("stream_response", None, None, None), ("get_response", None, None, None)]
+
+
+_UNTRACED = agents.RunConfig(tracing_disabled=True)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["blocking", "streaming"])
+async def test_usage_of_a_response_without_tokens_counts_as_runner_counts_it(streaming: bool) -> None:
+    """A streamed response that reports no usage is no request (the SDK's adapters mark the ones that are); a
+    blocking one says how many it was. Runner's context usage and ours agree either way."""
+    runner_agent = agents.Agent(name="A", model=Minimal())
+    if streaming:
+        streamed = agents.Runner.run_streamed(runner_agent, "Hello", run_config=_UNTRACED)
+        async for _ in streamed.stream_events():
+            pass
+        runner_usage = streamed.context_wrapper.usage
+        stream = Agency([Agent(name="A", model=Minimal())]).get_response_stream("Hello")
+        async for _ in stream:
+            pass
+        usage = stream.result.usage
+    else:
+        runner_usage = (await agents.Runner.run(runner_agent, "Hello", run_config=_UNTRACED)).context_wrapper.usage
+        usage = (await Agency([Agent(name="A", model=Minimal())]).get_response("Hello")).usage
+    assert usage == runner_usage
+    assert usage.requests == (0 if streaming else 1)

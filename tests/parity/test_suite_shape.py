@@ -8,6 +8,7 @@ from parity import (
     test_output_items,
     test_tool_guardrails,
     test_tool_identity,
+    test_usage,
 )
 from parity.differences import DIFFERENCES
 from parity.harness import Scenario
@@ -18,6 +19,7 @@ ALL: list[Scenario] = [
     *test_output_items.SCENARIOS,
     *test_tool_guardrails.SCENARIOS,
     *test_tool_identity.SCENARIOS,
+    *test_usage.SCENARIOS,
 ]
 
 BUILT_IN = {"event_names", "per_pair_threads"}
