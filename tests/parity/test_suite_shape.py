@@ -6,6 +6,7 @@ from parity import (
     test_agent_options,
     test_function_tools,
     test_output_items,
+    test_tool_choice,
     test_tool_guardrails,
     test_tool_identity,
     test_usage,
@@ -19,6 +20,7 @@ ALL: list[Scenario] = [
     *test_output_items.SCENARIOS,
     *test_tool_guardrails.SCENARIOS,
     *test_tool_identity.SCENARIOS,
+    *test_tool_choice.SCENARIOS,
     *test_usage.SCENARIOS,
 ]
 
