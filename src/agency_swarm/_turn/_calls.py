@@ -35,7 +35,7 @@ from ._steps import (
     UnknownTool,
     stop_after_tools,
 )
-from ._tool_keys import qualified_call_name
+from ._tool_keys import qualified_call_name, trace_name
 from ._tools import output_item, run_function_tool, unknown_tool_output
 from ._tracing import current, finish, started
 
@@ -274,7 +274,7 @@ async def _asked(run: Run, tool: FunctionTool, call: ResponseFunctionToolCall) -
 
 
 async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> Any:
-    span = started(function_span(name=call.name, input=call.arguments, parent=turn.span))
+    span = started(function_span(name=trace_name(call), input=call.arguments, parent=turn.span))
     assert turn.run.trace is not None  # only traced turns get here
     try:
         with current(turn.run.trace, span):  # the SDK attaches a handled tool error to the current span

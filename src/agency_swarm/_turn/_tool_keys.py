@@ -42,6 +42,13 @@ def qualified_call_name(call: ResponseFunctionToolCall) -> str:
     return f"{namespace}.{call.name}" if namespace else call.name
 
 
+def trace_name(call: ResponseFunctionToolCall) -> str:
+    """A call's function span name, as `Runner` names it: `namespace.name`, or the bare name for a call without a
+    namespace or a deferred-loading tool's call (its namespace is its own name)."""
+    namespace = call.namespace
+    return f"{namespace}.{call.name}" if namespace and namespace != call.name else call.name
+
+
 def function_tool_map(tools: list[Any]) -> tuple[dict[ToolKey, FunctionTool], set[int]]:
     """The function tools by `ToolKey`, and the positions in `tools` of the top-level tools whose name a later
     top-level tool takes again: as under `Runner`, the last one wins and the model is not shown the others (a
