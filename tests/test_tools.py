@@ -670,3 +670,20 @@ async def test_a_call_that_names_no_namespace_of_the_agent_runs_nothing() -> Non
         "Error: there is no tool named 'hr.lookup'. Available tools: crm.lookup, billing.lookup.",
         "Error: there is no tool named 'lookup'. Available tools: crm.lookup, billing.lookup.",
     ]
+
+
+async def test_a_send_message_call_with_a_namespace_sends_nothing() -> None:
+    """The send tool has no namespace: a call that gives it one names no tool of the agent."""
+    call = ResponseFunctionToolCall(
+        type="function_call", id="fc_1", call_id="call_1", name="send_message", namespace="team",
+        arguments=json.dumps({"recipient_agent": "Dev", "message": "build it"}),
+    )
+    ceo_model = ScriptedModel([call, "done"])
+    dev_model = ScriptedModel(["built"])
+    ceo, dev = Agent(name="CEO", model=ceo_model), Agent(name="Dev", model=dev_model)
+    result = await Agency(ceo, communication_flows=[(ceo, dev)]).get_response("go")
+    assert result.final_output == "done"
+    assert dev_model.calls == []
+    assert ceo_model.calls[1].tool_outputs == [
+        "Error: there is no tool named 'team.send_message'. Available tools: send_message."
+    ]
