@@ -24,7 +24,7 @@ from agents.tool_context import ToolContext
 from openai.types.responses import ResponseFunctionToolCall
 from pydantic import BaseModel
 
-from agency_swarm import Agency, Agent, MaxStepsExceeded, OutputValidationError
+from agency_swarm import Agency, Agent, ChatPaused, MaxStepsExceeded, OutputValidationError
 from agency_swarm.testing import ScriptedModel, Text, ToolCall, send_message
 
 # -- helpers -------------------------------------------------------------------------------------------
@@ -687,3 +687,15 @@ async def test_a_send_message_call_with_a_namespace_sends_nothing() -> None:
     assert ceo_model.calls[1].tool_outputs == [
         "Error: there is no tool named 'team.send_message'. Available tools: send_message."
     ]
+
+
+async def test_an_interruption_names_the_namespace_of_the_tool_that_waits() -> None:
+    ran: list[str] = []
+    agent = Agent(name="A", tools=_namespaced_lookups(ran), model=ScriptedModel([_namespaced_call("crm"), "done"]))
+    agency = Agency(agent)
+    paused = await agency.get_response("find x", chat_id="ns")
+    [waiting] = paused.interruptions
+    assert (waiting.namespace, waiting.tool) == ("crm", "lookup")
+    with pytest.raises(ChatPaused) as refused:
+        await agency.get_response("and y?", chat_id="ns")
+    assert [(item.namespace, item.tool) for item in refused.value.interruptions] == [("crm", "lookup")]

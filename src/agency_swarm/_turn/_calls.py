@@ -223,7 +223,7 @@ async def _wait_for_approval(turn: Turn, call: ResponseFunctionToolCall, emit: E
     run = turn.run
     run.interruptions.append(Interruption(
         agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
-        call_id=call.call_id, tool=call.name, arguments=call.arguments,
+        call_id=call.call_id, tool=call.name, arguments=call.arguments, namespace=call.namespace or None,
     ))
     if emit is not None:
         await emit(ApprovalRequested(

@@ -33,6 +33,8 @@ class Interruption:
     tool: str
     arguments: str
     """The JSON arguments the model chose."""
+    namespace: str | None = None
+    """The tool's namespace (`agents.tool_namespace`) when the call named one: `namespace.tool` is what waits."""
 
 
 @dataclass(kw_only=True)
