@@ -39,7 +39,7 @@ async def prepare(turn: Turn, additional_instructions: str | None) -> Setup:
     if not isinstance(instructions, str) and instructions is not None:
         instructions = await agent.get_system_prompt(turn.run.context())
     tools = await _tools(turn)
-    function_tools, shadowed = function_tool_map(tools) if tools else ({}, [])
+    function_tools, shadowed = function_tool_map(tools) if tools else ({}, set())
     if shadowed:
         tools = [tool for position, tool in enumerate(tools) if position not in shadowed]
     if wiring.send_tool is not None:

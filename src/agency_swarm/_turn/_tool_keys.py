@@ -21,16 +21,18 @@ def call_key(name: str, namespace: str | None) -> ToolKey:
     return (namespace, name) if namespace else name
 
 
-def tool_namespace_of(tool: FunctionTool) -> str | None:
+def tool_namespace_of(tool: FunctionTool, qualified: str | None = None) -> str | None:
     """The namespace `agents.tool_namespace` gave the tool (read from its public `qualified_name`), or None."""
-    qualified, name = tool.qualified_name, tool.name
+    name = tool.name
+    if qualified is None:
+        qualified = tool.qualified_name
     if qualified == name or not qualified.endswith("." + name):
         return None
     return qualified[: -len(name) - 1]
 
 
-def tool_key(tool: FunctionTool) -> ToolKey:
-    namespace = tool_namespace_of(tool)
+def tool_key(tool: FunctionTool, qualified: str | None = None) -> ToolKey:
+    namespace = tool_namespace_of(tool, qualified)
     if namespace is not None:
         return (namespace, tool.name)
     return (tool.name, tool.name) if getattr(tool, "defer_loading", False) else tool.name
@@ -65,11 +67,12 @@ def function_tool_map(tools: list[Any]) -> tuple[dict[ToolKey, FunctionTool], se
     for position, tool in enumerate(tools):
         if not isinstance(tool, FunctionTool):
             continue
-        key, qualified = tool_key(tool), tool.qualified_name
+        qualified = tool.qualified_name
+        key = tool_key(tool, qualified)
         prior, earlier = found.get(key), named.get(qualified)
         if prior is not None and isinstance(key, tuple) and key[0] == key[1]:
             _ambiguous(f"two deferred-loading tools are named {tool.name!r}")
-        if earlier is not None and (tool_namespace_of(tool) or tool_namespace_of(earlier)):
+        if earlier is not None and (qualified != tool.name or tool_namespace_of(earlier)):
             _ambiguous(f"two tools are named {qualified!r} (namespace and name)")
         if prior is not None and isinstance(key, str):
             shadowed.add(positions[key])
