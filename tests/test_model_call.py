@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import agents
 import pytest
-from agents import AgentHooks, ModelResponse, Usage
+from agents import AgentHooks, AgentOutputSchemaBase, Handoff, Model, ModelResponse, ModelSettings, Tool, Usage
+from agents.items import TResponseStreamEvent
+from agents.models.interface import ModelTracing
 from openai.types.responses import (
+    Response,
+    ResponseCompletedEvent,
     ResponseFunctionToolCall,
     ResponseOutputMessage,
     ResponseOutputRefusal,
@@ -16,7 +22,8 @@ from openai.types.responses import (
 )
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
-from agency_swarm import Agency, Agent
+from agency_swarm import Agency, Agent, RetryPolicy
+from agency_swarm._model._retry import RetryingModel
 from agency_swarm.testing import ScriptedModel
 
 
@@ -119,3 +126,90 @@ def test_one_item_is_stored_as_the_generic_conversion_stores_it() -> None:
     message = ResponseOutputMessage(id="m", type="message", role="assistant", status="completed", content=[text])
     for item in (call, message):
         assert [stored_item(item)] == unusual_items([item], [])
+
+
+class Minimal(Model):
+    """A custom model written with the SDK's exact abstract signature: the keyword-only arguments have no defaults,
+    so a call that leaves one out raises TypeError."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any, Any, Any]] = []
+
+    async def get_response(
+        self, system_instructions: str | None, input: Any, model_settings: ModelSettings, tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None, handoffs: list[Handoff], tracing: ModelTracing, *,
+        previous_response_id: str | None, conversation_id: str | None, prompt: Any,
+    ) -> ModelResponse:
+        self.seen.append(("get_response", previous_response_id, conversation_id, prompt))
+        return ModelResponse(output=[_text("hi")], usage=Usage(requests=1), response_id="resp_1")
+
+    async def stream_response(
+        self, system_instructions: str | None, input: Any, model_settings: ModelSettings, tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None, handoffs: list[Handoff], tracing: ModelTracing, *,
+        previous_response_id: str | None, conversation_id: str | None, prompt: Any,
+    ) -> AsyncIterator[TResponseStreamEvent]:
+        self.seen.append(("stream_response", previous_response_id, conversation_id, prompt))
+        response = Response(
+            id="resp_1", created_at=0.0, model="minimal", object="response", output=[_text("hi")],
+            tool_choice="auto", tools=[], parallel_tool_calls=True, status="completed",
+        )
+        yield ResponseCompletedEvent(type="response.completed", sequence_number=0, response=response)
+
+
+def _text(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        type="message", id="msg_1", role="assistant", status="completed",
+        content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+    )
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["blocking", "streaming"])
+async def test_a_custom_model_with_the_sdks_exact_signature_answers_in_both_modes(streaming: bool) -> None:
+    model = Minimal()
+    agency = Agency([Agent(name="A", model=model)])
+    if streaming:
+        stream = agency.get_response_stream("Hello")
+        async for _ in stream:
+            pass
+        result = stream.result
+    else:
+        result = await agency.get_response("Hello")
+    assert result.final_output == "hi"
+    kind = "stream_response" if streaming else "get_response"
+    assert model.seen == [(kind, None, None, None)]
+
+
+async def test_the_retrying_wrapper_passes_every_keyword_argument_on_when_called_as_a_model() -> None:
+    """RetryingModel is an `agents.Model` too: called with only `prompt`, it still hands the inner model all three."""
+    model = Minimal()
+    wrapped = RetryingModel(model, agent="A", model_name="minimal", policy=RetryPolicy(), timeout=None)
+    arguments = (None, "Hello", ModelSettings(), [], None, [], ModelTracing.DISABLED)
+    events = [event async for event in wrapped.stream_response(*arguments, prompt=None)]
+    response = await wrapped.get_response(*arguments, prompt=None)
+    assert [event.type for event in events] == ["response.completed"]
+    assert response.output[0].type == "message"
+    assert model.seen == [("stream_response", None, None, None), ("get_response", None, None, None)]
+
+
+_UNTRACED = agents.RunConfig(tracing_disabled=True)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["blocking", "streaming"])
+async def test_usage_of_a_response_without_tokens_counts_as_runner_counts_it(streaming: bool) -> None:
+    """A streamed response that reports no usage is no request (the SDK's adapters mark the ones that are); a
+    blocking one says how many it was. Runner's context usage and ours agree either way."""
+    runner_agent = agents.Agent(name="A", model=Minimal())
+    if streaming:
+        streamed = agents.Runner.run_streamed(runner_agent, "Hello", run_config=_UNTRACED)
+        async for _ in streamed.stream_events():
+            pass
+        runner_usage = streamed.context_wrapper.usage
+        stream = Agency([Agent(name="A", model=Minimal())]).get_response_stream("Hello")
+        async for _ in stream:
+            pass
+        usage = stream.result.usage
+    else:
+        runner_usage = (await agents.Runner.run(runner_agent, "Hello", run_config=_UNTRACED)).context_wrapper.usage
+        usage = (await Agency([Agent(name="A", model=Minimal())]).get_response("Hello")).usage
+    assert usage == runner_usage
+    assert usage.requests == (0 if streaming else 1)

@@ -18,11 +18,13 @@ from agents import (
     function_tool,
     input_guardrail,
     output_guardrail,
+    tool_namespace,
 )
 from agents.tool_context import ToolContext
+from openai.types.responses import ResponseFunctionToolCall
 from pydantic import BaseModel
 
-from agency_swarm import Agency, Agent, MaxStepsExceeded, OutputValidationError
+from agency_swarm import Agency, Agent, ChatPaused, MaxStepsExceeded, OutputValidationError
 from agency_swarm.testing import ScriptedModel, Text, ToolCall, send_message
 
 # -- helpers -------------------------------------------------------------------------------------------
@@ -617,3 +619,83 @@ async def test_a_hand_written_tool_declaring_run_context_wrapper_gets_the_plain_
     assert model.calls[1].tool_outputs == ["got {}"]
     assert seen[0].context == {"user": 7}
     assert not isinstance(seen[0], ToolContext)  # the SDK's rule: such wrappers get only the base context
+
+
+def _namespaced_lookups(ran: list[str]) -> list[Any]:
+    def lookup_in(label: str, **options: Any) -> Any:
+        @function_tool(name_override="lookup", **options)
+        def lookup(q: str) -> str:
+            """Look a record up."""
+            ran.append(f"{label} {q}")
+            return f"{label} record {q}"
+
+        return lookup
+
+    return [
+        *tool_namespace(name="crm", description="Customer records.", tools=[lookup_in("crm", needs_approval=True)]),
+        *tool_namespace(name="billing", description="Invoices.", tools=[lookup_in("billing")]),
+    ]
+
+
+def _namespaced_call(namespace: str | None, call_id: str = "call_ns") -> ResponseFunctionToolCall:
+    return ResponseFunctionToolCall(
+        type="function_call", id=f"fc_{call_id}", call_id=call_id, name="lookup", arguments='{"q": "x"}',
+        namespace=namespace,
+    )
+
+
+async def test_an_approved_namespaced_call_runs_the_tool_it_named_after_resume() -> None:
+    """The call waits for approval as crm.lookup (billing.lookup needs none), and after resume crm.lookup runs: the
+    stored call keeps its namespace."""
+    ran: list[str] = []
+    agent = Agent(name="A", tools=_namespaced_lookups(ran), model=ScriptedModel([_namespaced_call("crm"), "done"]))
+    agency = Agency(agent)
+    paused = await agency.get_response("find x", chat_id="ns")
+    assert paused.paused
+    assert ran == []
+    result = await agency.resume("ns", approve=[paused.interruptions[0].call_id])
+    assert result.final_output == "done"
+    assert ran == ["crm x"]
+
+
+async def test_a_call_that_names_no_namespace_of_the_agent_runs_nothing() -> None:
+    ran: list[str] = []
+    script = [[_namespaced_call("hr", "call_1"), _namespaced_call(None, "call_2")], "done"]
+    model = ScriptedModel(script)
+    agent = Agent(name="A", tools=_namespaced_lookups(ran), model=model)
+    result = await Agency(agent).get_response("find x")
+    assert result.final_output == "done"
+    assert ran == []
+    assert model.calls[1].tool_outputs == [
+        "Error: there is no tool named 'hr.lookup'. Available tools: crm.lookup, billing.lookup.",
+        "Error: there is no tool named 'lookup'. Available tools: crm.lookup, billing.lookup.",
+    ]
+
+
+async def test_a_send_message_call_with_a_namespace_sends_nothing() -> None:
+    """The send tool has no namespace: a call that gives it one names no tool of the agent."""
+    call = ResponseFunctionToolCall(
+        type="function_call", id="fc_1", call_id="call_1", name="send_message", namespace="team",
+        arguments=json.dumps({"recipient_agent": "Dev", "message": "build it"}),
+    )
+    ceo_model = ScriptedModel([call, "done"])
+    dev_model = ScriptedModel(["built"])
+    ceo, dev = Agent(name="CEO", model=ceo_model), Agent(name="Dev", model=dev_model)
+    result = await Agency(ceo, communication_flows=[(ceo, dev)]).get_response("go")
+    assert result.final_output == "done"
+    assert dev_model.calls == []
+    assert ceo_model.calls[1].tool_outputs == [
+        "Error: there is no tool named 'team.send_message'. Available tools: send_message."
+    ]
+
+
+async def test_an_interruption_names_the_namespace_of_the_tool_that_waits() -> None:
+    ran: list[str] = []
+    agent = Agent(name="A", tools=_namespaced_lookups(ran), model=ScriptedModel([_namespaced_call("crm"), "done"]))
+    agency = Agency(agent)
+    paused = await agency.get_response("find x", chat_id="ns")
+    [waiting] = paused.interruptions
+    assert (waiting.namespace, waiting.tool) == ("crm", "lookup")
+    with pytest.raises(ChatPaused) as refused:
+        await agency.get_response("and y?", chat_id="ns")
+    assert [(item.namespace, item.tool) for item in refused.value.interruptions] == [("crm", "lookup")]

@@ -10,6 +10,7 @@ import agents
 import pytest
 from agents import TracingProcessor, function_tool, response_span
 from agents.tracing import Span, Trace
+from openai.types.responses import ResponseFunctionToolCall
 
 from agency_swarm import Agency, Agent
 from agency_swarm.testing import ModelCall, ScriptedModel, ToolCall, send_message
@@ -190,3 +191,22 @@ async def test_a_failing_tool_marks_its_function_span(recorder: Recorder) -> Non
     [tool] = recorder.of_type("function")
     assert tool.error is not None
     assert tool.error["data"]["tool_name"] == "explode"  # the SDK redacts the details in spans
+
+
+async def test_a_namespaced_call_names_its_function_span_by_namespace_and_name(recorder: Recorder) -> None:
+    @function_tool
+    def lookup(q: str) -> str:
+        """Look a record up."""
+        return f"record {q}"
+
+    tools = [
+        *agents.tool_namespace(name="crm", description="Customer records.", tools=[lookup]),
+        *agents.tool_namespace(name="billing", description="Invoices.", tools=[lookup]),
+    ]
+    crm_call = ResponseFunctionToolCall(
+        type="function_call", id="fc_1", call_id="call_1", name="lookup", arguments='{"q": "x"}', namespace="crm",
+    )
+    ops = Agent(name="Ops", tools=tools, model=ScriptedModel.each_turn([crm_call, "found"]))
+    assert (await Agency(ops).get_response("go", chat_id="t-ns")).final_output == "found"
+    [tool] = recorder.of_type("function")
+    assert tool.span_data.name == "crm.lookup"

@@ -27,6 +27,7 @@ from agents import (
     OutputGuardrailTripwireTriggered,
     ToolInputGuardrailTripwireTriggered,
     ToolOutputGuardrailTripwireTriggered,
+    UserError,
 )
 
 import agency_swarm
@@ -45,12 +46,15 @@ class Difference:
 
 
 def _tool_names(outcome: Outcome) -> dict[str, str]:
-    """call_id -> tool name, from every function_call the model produced on this side."""
+    """call_id -> tool name (`namespace.name` for a call with a namespace, as both sides name it in their texts),
+    from every function_call the model produced on this side."""
     names: dict[str, str] = {}
     for items in [outcome.items or [], *(c.input for c in outcome.calls if isinstance(c.input, list))]:
         for item in items:
             if isinstance(item, dict) and item.get("type") == "function_call":
-                names[str(item.get("call_id"))] = str(item.get("name"))
+                namespace = item.get("namespace")
+                name = f"{namespace}.{item.get('name')}" if namespace else str(item.get("name"))
+                names[str(item.get("call_id"))] = name
     return names
 
 
@@ -219,6 +223,17 @@ def _output_validation_error(scenario: Scenario, runner: Outcome, ours: Outcome)
         _replace_error(ours, "<invalid final output>", "<message>")
 
 
+def _ambiguous_tools_message(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Both refuse the same tool set with UserError before the model is called; the wording is each one's own."""
+    if not (type(runner.error) is UserError and type(ours.error) is UserError):
+        return
+    sdk_text = (runner.error_message or "").startswith("Ambiguous function tool configuration: ")
+    our_text = re.fullmatch(r"Ambiguous function tools: .+, so a call could not say which one it means\. Rename one\.",
+                            ours.error_message or "")
+    if sdk_text and our_text:
+        runner.error_message = ours.error_message = "<ambiguous tools>"
+
+
 LOCAL_TOOLS = ("ComputerTool", "LocalShellTool", "ShellTool", "ApplyPatchTool")
 
 
@@ -294,6 +309,13 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "a final output that does not match output_type raises agency_swarm.OutputValidationError (a RunError "
         "naming the agent) instead of the SDK's ModelBehaviorError",
         _output_validation_error,
+    ),
+    Difference(
+        "ambiguous_tools_message",
+        "a tool set in which a call could not say which tool it means (two tools with one namespace and name, or a "
+        "namespaced tool beside a top-level `namespace.name`) raises UserError before the model call, as under "
+        "Runner, in our own words",
+        _ambiguous_tools_message,
     ),
     Difference(
         "local_tool_refused",

@@ -90,10 +90,14 @@ def msg(text: str, id: str = "msg_1") -> ResponseOutputMessage:
     )
 
 
-def call(name: str, arguments: dict[str, Any] | str | None = None, call_id: str = "call_1") -> ResponseFunctionToolCall:
+def call(
+    name: str, arguments: dict[str, Any] | str | None = None, call_id: str = "call_1", namespace: str | None = None,
+) -> ResponseFunctionToolCall:
     raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
+    fields: dict[str, Any] = {"namespace": namespace} if namespace is not None else {}
     return ResponseFunctionToolCall(
         type="function_call", id=f"fc_{call_id}", call_id=call_id, name=name, arguments=raw, status="completed",
+        **fields,
     )
 
 
@@ -221,6 +225,7 @@ def tool_summary(tool: Tool) -> dict[str, Any]:
         summary["description"] = tool.description
         summary["params_json_schema"] = copy.deepcopy(tool.params_json_schema)
         summary["strict_json_schema"] = tool.strict_json_schema
+        summary["namespace"] = getattr(tool, "_tool_namespace", None)
         return summary
     if dataclasses.is_dataclass(tool):
         for item in dataclasses.fields(tool):
@@ -253,22 +258,38 @@ def settings_summary(settings: ModelSettings) -> dict[str, Any]:
     return copy.deepcopy(settings.to_json_dict())
 
 
-def _usage() -> ResponseUsage:
+def scripted_usage(index: int) -> ResponseUsage:
+    """Model call `index`'s usage: every count differs from call to call, cached and cache-write tokens included."""
+    details = {"cached_tokens": index + 1, "cache_write_tokens": 2 * index + 1}
     return ResponseUsage(
-        input_tokens=INPUT_TOKENS,
+        input_tokens=INPUT_TOKENS + index,
         input_tokens_details=InputTokensDetails.model_validate(
-            {name: 0 for name in ("cached_tokens", "cache_write_tokens") if name in InputTokensDetails.model_fields}
+            {name: value for name, value in details.items() if name in InputTokensDetails.model_fields}
         ),
-        output_tokens=OUTPUT_TOKENS,
-        output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
-        total_tokens=INPUT_TOKENS + OUTPUT_TOKENS,
+        output_tokens=OUTPUT_TOKENS + index,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=index),
+        total_tokens=INPUT_TOKENS + OUTPUT_TOKENS + 2 * index,
     )
+
+
+def usage_view(usage: Any) -> dict[str, Any]:
+    """An `agents.Usage`, field by field, as plain values (token details and each request entry included)."""
+
+    def tokens(part: Any) -> dict[str, Any]:
+        return {
+            "input_tokens": part.input_tokens, "output_tokens": part.output_tokens, "total_tokens": part.total_tokens,
+            "input_tokens_details": part.input_tokens_details.model_dump(),
+            "output_tokens_details": part.output_tokens_details.model_dump(),
+        }
+
+    return {"requests": usage.requests, **tokens(usage),
+            "request_usage_entries": [tokens(entry) for entry in usage.request_usage_entries]}
 
 
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 
 
-def stream_events(response_id: str, output: list[Any]) -> list[ResponseStreamEvent]:
+def stream_events(response_id: str, output: list[Any], usage: ResponseUsage | None = None) -> list[ResponseStreamEvent]:
     """The Responses-API event sequence of one response: created, per item added (+ deltas) and done, completed."""
     sequence = itertools.count()
 
@@ -336,13 +357,17 @@ def stream_events(response_id: str, output: list[Any]) -> list[ResponseStreamEve
         ))
     events.append(ResponseCompletedEvent(
         type="response.completed", sequence_number=next(sequence),
-        response=response(list(output), "completed", _usage()),
+        response=response(list(output), "completed", usage or scripted_usage(0)),
     ))
     return events
 
 
 class RecordingModel(Model):
-    """Plays `script` (one list of output items per model call) and records every call's arguments."""
+    """Plays `script` (one list of output items per model call) and records every call's arguments.
+
+    Its `get_response` / `stream_response` have the SDK's exact abstract signature: the keyword-only
+    `previous_response_id`, `conversation_id` and `prompt` have no defaults, so a caller that leaves one out fails
+    here as it would with any custom `agents.Model` written that way."""
 
     def __init__(self, script: Sequence[Sequence[Any]], *, label: str = "recording-model") -> None:
         self.script = [list(response) for response in script]
@@ -393,16 +418,18 @@ class RecordingModel(Model):
         handoffs: list[Handoff],
         tracing: ModelTracing,
         *,
-        previous_response_id: str | None = None,
-        conversation_id: str | None = None,
-        prompt: Any = None,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
     ) -> ModelResponse:
         output = self._record(
             False, system_instructions, input, model_settings, tools, output_schema, handoffs,
             previous_response_id, conversation_id, prompt,
         )
-        usage = Usage(requests=1, input_tokens=INPUT_TOKENS, output_tokens=OUTPUT_TOKENS,
-                      total_tokens=INPUT_TOKENS + OUTPUT_TOKENS)
+        scripted = scripted_usage(len(self.calls) - 1)
+        usage = Usage(requests=1, input_tokens=scripted.input_tokens, output_tokens=scripted.output_tokens,
+                      total_tokens=scripted.total_tokens, input_tokens_details=scripted.input_tokens_details,
+                      output_tokens_details=scripted.output_tokens_details)
         return ModelResponse(output=list(output), usage=usage, response_id=f"resp_{len(self.calls)}")
 
     async def stream_response(
@@ -415,15 +442,15 @@ class RecordingModel(Model):
         handoffs: list[Handoff],
         tracing: ModelTracing,
         *,
-        previous_response_id: str | None = None,
-        conversation_id: str | None = None,
-        prompt: Any = None,
+        previous_response_id: str | None,
+        conversation_id: str | None,
+        prompt: Any,
     ) -> AsyncIterator[ResponseStreamEvent]:
         output = self._record(
             True, system_instructions, input, model_settings, tools, output_schema, handoffs,
             previous_response_id, conversation_id, prompt,
         )
-        for event in stream_events(f"resp_{len(self.calls)}", output):
+        for event in stream_events(f"resp_{len(self.calls)}", output, scripted_usage(len(self.calls) - 1)):
             yield event
 
 
@@ -484,6 +511,10 @@ class Outcome:
     approval_events: list[str] = field(default_factory=list)
     """Streamed: our approval_requested events' tools; Runner's result.interruptions' tools (it has no event)."""
     interruptions: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[str, Any] | None = None
+    """The run's usage (`usage_view`): Runner's `result.context_wrapper.usage`, our `RunResult.usage`."""
+    usage_by_agent: dict[str, Any] | None = None
+    """Our `RunResult.usage_by_agent`; Runner's whole usage under the agent's name (it has one agent)."""
     result: Any = None
     replaced: bool = False
     """A difference replaced the whole comparison (e.g. ours refuses the set-up): nothing more to compare."""
@@ -567,6 +598,8 @@ async def run_runner(scenario: Scenario, stream: bool) -> Outcome:
         return _finish(outcome, kit, model)
     outcome.result = result
     outcome.final_output = result.final_output
+    outcome.usage = usage_view(result.context_wrapper.usage)
+    outcome.usage_by_agent = {AGENT_NAME: outcome.usage} if model.calls else {}
     outcome.items = [
         _input_item(item.to_input_item()) for item in result.new_items if not isinstance(item, ToolApprovalItem)
     ]
@@ -644,6 +677,8 @@ async def run_ours(scenario: Scenario, stream: bool) -> Outcome:
         return _finish(outcome, kit, model)
     outcome.result = result
     outcome.final_output = result.final_output
+    outcome.usage = usage_view(result.usage)
+    outcome.usage_by_agent = {name: usage_view(usage) for name, usage in result.usage_by_agent.items()}
     outcome.items = copy.deepcopy(list(result.new_items))
     outcome.interruptions = [
         {"tool": item.tool, "arguments": item.arguments, "call_id": item.call_id} for item in result.interruptions
@@ -735,6 +770,8 @@ def _compare_outcomes(runner: Outcome, ours: Outcome, problems: list[str]) -> No
         _compare_values("final output", _value_and_type(runner.final_output), _value_and_type(ours.final_output),
                         problems)
         _compare_values("interruptions", runner.interruptions, ours.interruptions, problems)
+        _compare_values("usage", runner.usage, ours.usage, problems)
+        _compare_values("usage by agent", runner.usage_by_agent, ours.usage_by_agent, problems)
     if runner.stream:
         _compare_values("events (mapped)", runner.events, ours.events, problems)
         _compare_values("approvals requested while streaming", runner.approval_events, ours.approval_events, problems)

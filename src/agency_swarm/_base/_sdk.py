@@ -34,6 +34,9 @@ imports and runs, only slower or with plainer output. Borrowed from openai-agent
 - `DefaultTraceProvider._multi_processor._processors` and each processor's `_exporter`: whether the only exporter is
   the SDK's OpenAI one with no key, which would drop an offline turn's trace with a warning. Fallback: tracing
   stays on (and the SDK warns that it skips the export).
+- `_agents_sdk_request_completed_without_usage` (on a streamed `Response`): how many requests the SDK's model
+  adapters say a response that reported no usage stands for; `Runner` counts it in `usage.requests`. Fallback:
+  none, as for a response no adapter marked.
 
 `SHORTCUTS` (read at call time) turns off every fast path that bypasses an SDK path, here and elsewhere: direct
 tool calls, the hand-filled ToolContext, the provider flag read, the fast thread-item and tool-output dicts. With
@@ -198,6 +201,19 @@ def quiet_client_retries() -> Token[bool]:
 
 def restore_client_retries(token: Token[bool]) -> None:
     token.var.reset(token)  # the token's own variable: right even if `resolve()` ran in between
+
+
+# -- usage ------------------------------------------------------------------------------------------------------
+
+_REQUESTS_WITHOUT_USAGE = "_agents_sdk_request_completed_without_usage"
+
+
+def requests_without_usage(response: Any) -> int:
+    """The requests a streamed response without usage stands for, as its model adapter marked it (True is one)."""
+    marked = getattr(response, _REQUESTS_WITHOUT_USAGE, 0)
+    if marked is True:
+        return 1
+    return marked if type(marked) is int and marked > 0 else 0
 
 
 # -- tracing ----------------------------------------------------------------------------------------------------

@@ -323,10 +323,27 @@ class RetryingModel(Model):
             if token is not None:
                 _sdk.restore_client_retries(token)
 
-    def open_stream(self, *args: Any, **kwargs: Any) -> StreamCall:
+    def open_stream(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: ResponsePromptParam | None = None,
+    ) -> StreamCall:
         """One streamed attempt (the arguments of `stream_response`); the request is sent while its first event is
-        awaited."""
-        return StreamCall(self, args, kwargs)
+        awaited. The inner model gets all three keyword arguments, as `Runner` passes them: the SDK's abstract
+        signature gives them no defaults."""
+        return StreamCall(
+            self, (system_instructions, input, model_settings, tools, output_schema, handoffs, tracing),
+            {"previous_response_id": previous_response_id, "conversation_id": conversation_id, "prompt": prompt},
+        )
 
     async def retry_after(
         self, error: Exception, attempt: Callable[[], Awaitable[T]], attempts: Attempts | None = None
@@ -356,8 +373,23 @@ class RetryingModel(Model):
             raise failure from None  # the original may quote the key; its parts are in `failure`
         return self.policy.delay(attempt, _retry_after(error))
 
-    async def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+    async def stream_response(
+        self,
+        system_instructions: str | None,
+        input: str | list[TResponseInputItem],
+        model_settings: ModelSettings,
+        tools: list[Tool],
+        output_schema: AgentOutputSchemaBase | None,
+        handoffs: list[Handoff],
+        tracing: ModelTracing,
+        *,
+        previous_response_id: str | None = None,
+        conversation_id: str | None = None,
+        prompt: ResponsePromptParam | None = None,
+    ) -> AsyncIterator[TResponseStreamEvent]:
         """The model's events, retried (by `retry_after`) until the first one; the loop reads a StreamCall itself."""
+        args = (system_instructions, input, model_settings, tools, output_schema, handoffs, tracing)
+        kwargs = {"previous_response_id": previous_response_id, "conversation_id": conversation_id, "prompt": prompt}
         attempts = Attempts()
         try:
             stream, first = await self._first_event(args, kwargs)

@@ -35,6 +35,7 @@ from ._steps import (
     UnknownTool,
     stop_after_tools,
 )
+from ._tool_keys import qualified_call_name, trace_name
 from ._tools import output_item, run_function_tool, unknown_tool_output
 from ._tracing import current, finish, started
 
@@ -207,8 +208,10 @@ async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: Em
                     INSIDE.set(outer)  # not reset(token): an abandoned stream may be closed from another context
             state.results.append((index, tool, call, outputs[index]))
         case UnknownTool():
-            available = [*setup.function_tools, *([SEND_MESSAGE] if setup.can_send else [])]
-            outputs[index] = unknown_tool_output(call.name, available)
+            available = [tool.qualified_name for tool in setup.function_tools.values()]
+            outputs[index] = unknown_tool_output(qualified_call_name(call), [
+                *dict.fromkeys(available), *([SEND_MESSAGE] if setup.can_send else []),
+            ])
         case _:
             assert_never(step)
 
@@ -220,7 +223,7 @@ async def _wait_for_approval(turn: Turn, call: ResponseFunctionToolCall, emit: E
     run = turn.run
     run.interruptions.append(Interruption(
         agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
-        call_id=call.call_id, tool=call.name, arguments=call.arguments,
+        call_id=call.call_id, tool=call.name, arguments=call.arguments, namespace=call.namespace or None,
     ))
     if emit is not None:
         await emit(ApprovalRequested(
@@ -271,7 +274,7 @@ async def _asked(run: Run, tool: FunctionTool, call: ResponseFunctionToolCall) -
 
 
 async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> Any:
-    span = started(function_span(name=call.name, input=call.arguments, parent=turn.span))
+    span = started(function_span(name=trace_name(call), input=call.arguments, parent=turn.span))
     assert turn.run.trace is not None  # only traced turns get here
     try:
         with current(turn.run.trace, span):  # the SDK attaches a handled tool error to the current span

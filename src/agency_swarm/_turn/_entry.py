@@ -268,6 +268,7 @@ async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: W
                 waiting.append(Interruption(
                     agent=recipient, caller=sender, depth=depths.get(key, 0), chat_id=chat_id,
                     call_id=str(call.get("call_id")), tool=tool.name, arguments=str(call.get("arguments", "")),
+                    namespace=call.get("namespace") or None,
                 ))
     if waiting:
         listing = ", ".join(f"{item.call_id} ({item.agent}.{item.tool})" for item in waiting)

@@ -129,7 +129,7 @@ async def agent_turn(turn: Turn, message: str | None, additional_instructions: s
                 if stop is not None:
                     step = stop
                     break
-                if agent.reset_tool_choice and settings.tool_choice is not None:
+                if agent.reset_tool_choice and settings.tool_choice is not None and step.used_tools:
                     settings = dataclasses.replace(settings, tool_choice=None)
             case _:
                 assert_never(step)

@@ -11,6 +11,7 @@ from agents import ModelResponse, ModelSettings, Usage
 from agents.models.interface import ModelTracing
 from openai.types.responses import Response
 
+from .._base import _sdk
 from .._base._errors import ModelError
 from .._base._events import HostedItem, raw_model_event, text_delta
 from .._base._items import stored_item
@@ -52,9 +53,12 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
         failure.chat_id, failure.depth = run.chat_id, turn.depth
         raise
     del history, call  # the thread's list may have been lent (`model_history`): held by nobody, it is not copied
-    run.record(setup.usage_key, response.usage)
+    usage = response.usage
+    if usage is None:  # a streamed response that reported none: what its adapter says it stands for (else none)
+        usage = Usage(requests=_sdk.requests_without_usage(response))
+    run.record(setup.usage_key, usage)
     if hooks is not None:
-        await hooks.on_llm_end(run.context(), agent, _as_model_response(response))
+        await hooks.on_llm_end(run.context(), agent, _as_model_response(response, usage))
     output = response.output
     usual = len(output) == 1 and output[0].type in _USUAL
     items = [stored_item(output[0])] if usual else unusual_items(output, setup.tools)
@@ -125,13 +129,12 @@ def _stream_failure(event: Any) -> str:
     return f"The model failed while streaming: {message}"
 
 
-def _as_model_response(response: ModelResponse | Response) -> ModelResponse:
+def _as_model_response(response: ModelResponse | Response, usage: Any) -> ModelResponse:
     """What `on_llm_end` gets: a streamed response as the SDK's ModelResponse, token details included."""
     if isinstance(response, ModelResponse):
         return response
-    usage = response.usage
-    return ModelResponse(output=list(response.output), response_id=response.id, usage=Usage(requests=1) if (
-        usage is None) else Usage(
+    return ModelResponse(output=list(response.output), response_id=response.id, usage=usage if isinstance(
+        usage, Usage) else Usage(
         requests=1, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
         total_tokens=usage.total_tokens, input_tokens_details=usage.input_tokens_details,
         output_tokens_details=usage.output_tokens_details,

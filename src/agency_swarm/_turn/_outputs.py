@@ -25,8 +25,17 @@ HOSTED_ACTIVITY = frozenset({
     "web_search_call", "file_search_call", "code_interpreter_call", "image_generation_call", "mcp_call",
     "mcp_list_tools", "shell_call", "shell_call_output", "tool_search_call", "tool_search_output",
 })
-"""Calls the API ran itself: stored and replayed, nothing runs here. A response of only these (no message) asks
-for another model call, as under `Runner`."""
+"""Calls the API ran itself (and what it listed): stored and replayed, nothing runs here; each is a `hosted_item`
+event."""
+
+TOOL_ACTIVITY = HOSTED_ACTIVITY - {"mcp_list_tools"}
+"""Hosted items `Runner` counts as tool activity: a response of only these (no message) asks for another model call.
+An MCP tool listing is not one: a response of only that ends the turn with no text, as under `Runner`."""
+
+USED_TOOLS = (TOOL_ACTIVITY | {"function_call"}) - {"tool_search_call", "tool_search_output"}
+"""Items that count as the agent having used a tool, after which `reset_tool_choice` resets `tool_choice` as under
+`Runner` (it tracks tool calls and their outputs). Not among them: an MCP approval request, an MCP tool listing,
+tool search items, messages and reasoning."""
 
 LOCAL_CALLS: dict[str, str] = {
     "computer_call": "Model produced computer action without a computer tool.",

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from agents import AgentOutputSchema, AgentOutputSchemaBase, FunctionTool, Tool
+from agents import AgentOutputSchema, AgentOutputSchemaBase, Tool
 
 from ._definition import AgentBase, Wiring
 from ._outputs import refused_tool
 from ._setup import Setup, SetupSources
 from ._state import Turn
+from ._tool_keys import function_tool_map
 
 
 def reused_setup(turn: Turn, additional_instructions: str | None) -> Setup | None:
@@ -38,7 +39,9 @@ async def prepare(turn: Turn, additional_instructions: str | None) -> Setup:
     if not isinstance(instructions, str) and instructions is not None:
         instructions = await agent.get_system_prompt(turn.run.context())
     tools = await _tools(turn)
-    function_tools = {tool.name: tool for tool in tools if isinstance(tool, FunctionTool)} if tools else {}
+    function_tools, shadowed = function_tool_map(tools) if tools else ({}, set())
+    if shadowed:
+        tools = [tool for position, tool in enumerate(tools) if position not in shadowed]
     if wiring.send_tool is not None:
         tools.append(wiring.send_tool)
     model = wiring.resolve_model(agent)

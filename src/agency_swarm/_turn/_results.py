@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from agents import ToolInputGuardrailResult, ToolOutputGuardrailResult, Usage
 
 from .._base._events import Event
-from .._model._usage import UsageTotals, totals_by_model
+from .._model._usage import UsageTotals, totals_by_model, usage_of
 from ._channel import TurnStart, drive
 from ._tool_guardrails import GuardrailLog
 
@@ -33,6 +33,8 @@ class Interruption:
     tool: str
     arguments: str
     """The JSON arguments the model chose."""
+    namespace: str | None = None
+    """The tool's namespace (`agents.tool_namespace`) when the call named one: `namespace.tool` is what waits."""
 
 
 @dataclass(kw_only=True)
@@ -81,7 +83,7 @@ class RunResult:
     def usage(self) -> Usage:
         """Usage summed over every model call of the turn, nested agents included."""
         # summed and built on demand: an agents.Usage costs ~10 µs to construct, and most callers never ask
-        return UsageTotals.sum(self.totals_by_model.values()).to_usage()
+        return usage_of(usage for _, usage in self.usage_records)
 
     @property
     def usage_by_agent(self) -> dict[str, Usage]:
@@ -94,10 +96,10 @@ class RunResult:
         return self._split(1)
 
     def _split(self, part: int) -> dict[str, Usage]:
-        groups: dict[str, list[UsageTotals]] = {}
-        for key, totals in self.totals_by_model.items():
-            groups.setdefault(key[part], []).append(totals)
-        return {name: UsageTotals.sum(parts).to_usage() for name, parts in groups.items()}
+        groups: dict[str, list[Any]] = {}
+        for key, usage in self.usage_records:
+            groups.setdefault(key[part], []).append(usage)
+        return {name: usage_of(usages) for name, usages in groups.items()}
 
     def cost(self, prices: Mapping[str, ModelPrice | Mapping[str, float]]) -> CostEstimate:
         """What this turn cost by `prices` (model name -> ModelPrice per 1M tokens), by agent and by model.

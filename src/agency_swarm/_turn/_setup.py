@@ -8,6 +8,7 @@ from typing import Any
 from agents import AgentOutputSchemaBase, FunctionTool, Tool
 
 from .._model._retry import RetryingModel
+from ._tool_keys import ToolKey
 
 
 @dataclass(slots=True, eq=False)
@@ -21,7 +22,8 @@ class Setup:
     model: RetryingModel
     instructions: str | None
     tools: list[Tool]
-    function_tools: dict[str, FunctionTool]
+    function_tools: dict[ToolKey, FunctionTool]
+    """The function tools by what a call names (`_tools.ToolKey`: its name, or its namespace and name)."""
     schema: AgentOutputSchemaBase | None
     can_send: bool
     usage_key: tuple[str, str]

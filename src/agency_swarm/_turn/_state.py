@@ -9,7 +9,7 @@ from typing import Any
 from agents.run_context import AgentHookContext
 
 from .._base._sync import Inside
-from .._model._usage import UsageTotals, requests_of
+from .._model._usage import add_into, usage_of
 from .._threads._manager import ConversationThread
 from ._channel import EmitEvent
 from ._definition import AgentBase, Wiring
@@ -70,10 +70,8 @@ class Run:
     def context(self) -> AgentHookContext[Any]:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
         if self._wrapper is None:
-            totals = UsageTotals()  # every agent's and model's usage in one sum: no per-model totals needed here
-            for _, usage in self.usage_records:
-                totals.add(usage)
-            self._wrapper = AgentHookContext(context=self.user_context, usage=totals.to_usage())
+            usage = usage_of(usage for _, usage in self.usage_records)  # every agent's and model's, in call order
+            self._wrapper = AgentHookContext(context=self.user_context, usage=usage)
         return self._wrapper
 
     @property
@@ -86,13 +84,8 @@ class Run:
     def record(self, key: tuple[str, str], usage: Any) -> None:
         """Keep one model response's usage under (agent, model name); it is summed only when someone asks."""
         self.usage_records.append((key, usage))
-        if self._wrapper is not None:  # keep the SDK context's usage current for tools and hooks
-            live = self._wrapper.usage
-            live.requests += requests_of(usage)
-            if usage is not None:
-                live.input_tokens += usage.input_tokens or 0
-                live.output_tokens += usage.output_tokens or 0
-                live.total_tokens += usage.total_tokens or 0
+        if self._wrapper is not None:  # keep the SDK context's usage current (in place) for tools and hooks
+            add_into(self._wrapper.usage, usage)
 
 
 @dataclass(slots=True, eq=False)

@@ -21,7 +21,7 @@ from openai.types.responses import ResponseFunctionToolCall
 
 from .._base._errors import ConfigError, OutputValidationError
 from .._base._names import SEND_MESSAGE
-from ._outputs import HOSTED_ACTIVITY
+from ._outputs import TOOL_ACTIVITY, USED_TOOLS
 from ._setup import Setup
 from ._state import Turn
 from ._tools import output_item
@@ -69,15 +69,24 @@ class RunTools:
     calls: list[ToolCallStep]
     mcp_approvals: Sequence[Any] = ()
     """Hosted MCP approval requests, answered by their server's on_approval_request after the calls ran."""
+    used_tools: bool = True
+    """The response used a tool (`_outputs.USED_TOOLS`): `reset_tool_choice` then applies. False for a response of
+    MCP approval requests or tool listings only, as under `Runner`."""
 
 
 NextStep = FinalOutput | RunAgain | RunTools
 
 
 def classify(setup: Setup, call: ResponseFunctionToolCall, *, resume: bool = False) -> ToolCallStep:
-    if call.name == SEND_MESSAGE and setup.can_send:
+    """What a function call asks for: the tool it names by namespace and name, as `Runner` looks it up (never
+    another tool of the same name), a send, or an unknown tool."""
+    namespace = call.namespace
+    if namespace:
+        tool = setup.function_tools.get((namespace, call.name))
+    elif call.name == SEND_MESSAGE and setup.can_send:
         return SendMessage(call, resume)
-    tool = setup.function_tools.get(call.name)
+    else:
+        tool = setup.function_tools.get(call.name)
     return UnknownTool(call) if tool is None else FunctionToolCall(call, tool)
 
 
@@ -96,7 +105,7 @@ def next_step(turn: Turn, setup: Setup, output: Sequence[Any]) -> NextStep:
     calls: list[ToolCallStep] = []
     approvals: list[Any] = []
     last_message = None
-    hosted = False
+    hosted = used = False
     for item in output:
         kind = item.type
         if kind == "function_call":
@@ -105,16 +114,18 @@ def next_step(turn: Turn, setup: Setup, output: Sequence[Any]) -> NextStep:
             last_message = item
         elif kind == "mcp_approval_request":
             approvals.append(item)
-        elif kind in HOSTED_ACTIVITY:
+        elif kind in TOOL_ACTIVITY:
             hosted = True
+            used = used or kind in USED_TOOLS
     if calls or approvals:
-        return RunTools(calls, approvals)
+        return RunTools(calls, approvals, used_tools=bool(calls) or used)
     if last_message is None:
-        return RunTools([]) if hosted else _final_text_output(turn, setup, "")
+        return RunTools([], used_tools=used) if hosted else _final_text_output(turn, setup, "")
     refusal = ItemHelpers.extract_refusal(last_message)
     if refusal:
         raise ModelRefusalError(refusal)
-    return _final_text_output(turn, setup, ItemHelpers.extract_text(last_message) or "")
+    step = _final_text_output(turn, setup, ItemHelpers.extract_text(last_message) or "")
+    return RunTools([]) if step is RUN_AGAIN and used else step  # asks again, with tool_choice reset
 
 
 def _final_text_output(turn: Turn, setup: Setup, text: str) -> NextStep:

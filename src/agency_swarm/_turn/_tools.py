@@ -28,6 +28,7 @@ from .._base import _sdk
 from .._base._sdk import ToolRun
 from ._direct_call import call_function, direct_call, parsed_arguments, replaying, takes_tool_context
 from ._tool_guardrails import check_tool_input, check_tool_output
+from ._tool_keys import call_key, tool_key
 
 if TYPE_CHECKING:
     from ._definition import AgentBase, Wiring
@@ -65,7 +66,7 @@ def failure_output(context: Any, tool_name: str, error: BaseException, *, show: 
     (only with `show`; otherwise it is logged for the developer instead)."""
     if isinstance(error, ModelBehaviorError) and str(error).startswith("Invalid JSON input for tool"):
         arguments = getattr(context, "tool_arguments", "") or ""
-        problem = argument_problem(_find_tool(getattr(context, "agent", None), tool_name), arguments)
+        problem = argument_problem(_find_tool(getattr(context, "agent", None), context), arguments)
         return (
             f"Error: invalid arguments for tool {tool_name!r}: {problem}. "
             "Call it again with arguments that match its parameters."
@@ -77,11 +78,18 @@ def failure_output(context: Any, tool_name: str, error: BaseException, *, show: 
     return hidden_error_output(tool_name)
 
 
-def _find_tool(agent: Any, name: str) -> FunctionTool | None:
+def _find_tool(agent: Any, context: Any) -> FunctionTool | None:
+    """The agent's tool that a failed call's context names (namespace and name), as the loop found it: the last
+    tool with that key."""
+    name = getattr(context, "tool_name", None)
+    if not isinstance(name, str):
+        return None
+    wanted = call_key(name, getattr(context, "tool_namespace", None))
+    found = None
     for tool in getattr(agent, "tools", None) or []:
-        if isinstance(tool, FunctionTool) and tool.name == name:
-            return tool
-    return None
+        if isinstance(tool, FunctionTool) and tool_key(tool) == wanted:
+            found = tool
+    return found
 
 
 def argument_problem(tool: FunctionTool | None, arguments: str) -> str:
