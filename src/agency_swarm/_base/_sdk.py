@@ -35,6 +35,10 @@ imports and runs, only slower or with plainer output. Borrowed from openai-agent
   the SDK's OpenAI one with no key, which would drop an offline turn's trace with a warning. Fallback: tracing
   stays on (and the SDK warns that it skips the export).
 
+- `FunctionTool._agent_instance`: the agent behind a tool that `agent.as_tool(...)` built, which the SDK's
+  `RunState.from_json` needs to rebuild that agent's paused nested run from the thread (`_turn/_nested_runs`).
+  Fallback: such a run cannot be continued; its call gets an error output and nothing of it runs.
+
 `SHORTCUTS` (read at call time) turns off every fast path that bypasses an SDK path, here and elsewhere: direct
 tool calls, the hand-filled ToolContext, the provider flag read, the fast thread-item and tool-output dicts. With
 it False every call takes the plain public SDK path; results must not differ. The error-detail, retry-flag and
@@ -229,6 +233,16 @@ def trace_exporters(provider: Any) -> list[object] | None:
     if not isinstance(processors, tuple | list):
         return None
     return [getattr(processor, _EXPORTER, None) for processor in processors]
+
+
+# -- agent tools -------------------------------------------------------------------------------------------------
+
+_AGENT_OF_TOOL = "_agent_instance"
+
+
+def agent_of_tool(tool: FunctionTool) -> Any:
+    """The agent an `agent.as_tool(...)` tool runs, or None (not an agent tool, or this SDK keeps it elsewhere)."""
+    return getattr(tool, _AGENT_OF_TOOL, None)
 
 
 # -- the ToolContext --------------------------------------------------------------------------------------------

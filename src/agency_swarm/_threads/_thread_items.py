@@ -76,13 +76,18 @@ def has_call_marks(items: list[Item]) -> bool:
 
 
 def call_marks(items: list[Item]) -> tuple[set[str], set[str]]:
-    """(call ids marked as waiting for approval, call ids marked as started after an approval)."""
+    """(call ids marked as waiting for approval, call ids whose last mark says they started after an approval).
+
+    A call marked as waiting again after it started waits again: an agent tool whose nested run paused once more.
+    """
     awaiting: set[str] = set()
     started: set[str] = set()
     for item in items:
         kind = item.get("type")
         if kind == AWAITING_APPROVAL:
-            awaiting.add(str(item.get("call_id")))
+            call_id = str(item.get("call_id"))
+            awaiting.add(call_id)
+            started.discard(call_id)
         elif kind == APPROVED_RUN:
             started.add(str(item.get("call_id")))
     return awaiting, started

@@ -20,6 +20,7 @@ from .._threads._manager import ConversationThread, clean_up
 from .._threads._thread_items import call_mark, interrupted_output, is_finished, message_text, too_large_output
 from ._channel import EmitEvent
 from ._model_call import emit_hosted
+from ._nested_runs import NestedRun, nested_run
 from ._outputs import mcp_approval_responses
 from ._results import Interruption
 from ._send_message import depth_refusal, failure_output, parse_send_request, reentry_refusal
@@ -173,7 +174,9 @@ async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: Em
     """Call `index` of the response: a send, a function tool (after its approval) or an unknown tool's answer."""
     agent, run, step, outputs = turn.agent, turn.run, state.calls[index], state.outputs
     call = step.call
-    if emit is not None:  # every call has its tool_called, so consumers can pair it with its tool_output
+    # every call has its tool_called, so consumers can pair it with its tool_output; a call that waited for approval
+    # had it in the stream that paused, and its resume streams only its output (as under `Runner`)
+    if emit is not None and not (isinstance(step, FunctionToolCall) and step.resume):
         await emit(ToolCalled(
             agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, tool=call.name,
             call_id=call.call_id, arguments=call.arguments,
@@ -181,36 +184,50 @@ async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: Em
     match step:
         case SendMessage():
             await _send(turn, step, state, index, emit)
-        case FunctionToolCall(tool=tool):
-            verdict = _decided(run, tool, call)
+        case FunctionToolCall(tool=tool, resume=resume):
+            nested = nested_run(turn, call, resume)  # an agent tool's nested run, paused before, may go on
+            verdict = await nested.verdict(turn, tool, emit) if nested.continuing else _decided(run, tool, call)
             if verdict is None:  # needs_approval is a function: it decides for each call
                 verdict = await _asked(run, tool, call)
             if verdict == "wait":
                 outputs[index] = _AWAITING
-                await _wait_for_approval(turn, call, emit)
+                if not nested.continuing:  # (a nested run's waiting calls are announced by its verdict)
+                    await _wait_for_approval(turn, call, emit)
                 return
             if verdict == "reject":
                 outputs[index] = rejected_output(call.name)
             else:
                 if verdict == "approved":  # marked first: after a crash from here on, it is never run again
                     await _mark(turn, APPROVED_RUN, call.call_id)
-                outer = INSIDE.get()
-                INSIDE.set(run.inside)  # a turn of this chat that the tool starts raises ReentrantTurn
-                try:
-                    if turn.span is None:
-                        outputs[index] = await run_function_tool(agent, tool, call, run, turn.wiring)
-                    else:
-                        outputs[index] = await _traced_tool(turn, tool, call)
-                except Exception as error:  # a tripped tool guardrail, or a tool with failure_error_function=None
-                    raise _tool_failure(error, tool, outputs, index) from error
-                finally:
-                    INSIDE.set(outer)  # not reset(token): an abandoned stream may be closed from another context
+                outputs[index] = await _invoke(turn, tool, call, nested, outputs, index)
+                if await nested.pause(turn, emit):  # its nested run waits for approvals: so does this call
+                    outputs[index] = _AWAITING
+                    return
             state.results.append((index, tool, call, outputs[index]))
         case UnknownTool():
             available = [*setup.function_tools, *([SEND_MESSAGE] if setup.can_send else [])]
             outputs[index] = unknown_tool_output(call.name, available)
         case _:
             assert_never(step)
+
+
+async def _invoke(
+    turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall, nested: NestedRun, outputs: list[Any], index: int
+) -> Any:
+    """Run the function tool (traced when the turn is); whatever it left in the SDK's store of nested runs is taken
+    out, even when it fails."""
+    run = turn.run
+    outer = INSIDE.get()
+    INSIDE.set(run.inside)  # a turn of this chat that the tool starts raises ReentrantTurn
+    try:
+        if turn.span is None:
+            return await run_function_tool(turn.agent, tool, call, run, turn.wiring, nested)
+        return await _traced_tool(turn, tool, call, nested)
+    except Exception as error:  # a tripped tool guardrail, or a tool with failure_error_function=None
+        raise _tool_failure(error, tool, outputs, index) from error
+    finally:
+        INSIDE.set(outer)  # not reset(token): an abandoned stream may be closed from another context
+        nested.take()
 
 
 async def _wait_for_approval(turn: Turn, call: ResponseFunctionToolCall, emit: EmitEvent | None) -> None:
@@ -270,12 +287,12 @@ async def _asked(run: Run, tool: FunctionTool, call: ResponseFunctionToolCall) -
     return "wait" if decided else "run"
 
 
-async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> Any:
+async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall, nested: NestedRun) -> Any:
     span = started(function_span(name=call.name, input=call.arguments, parent=turn.span))
     assert turn.run.trace is not None  # only traced turns get here
     try:
         with current(turn.run.trace, span):  # the SDK attaches a handled tool error to the current span
-            output = await run_function_tool(turn.agent, tool, call, turn.run, turn.wiring)
+            output = await run_function_tool(turn.agent, tool, call, turn.run, turn.wiring, nested)
         span.span_data.output = output if isinstance(output, str) else _as_text(output)
         return output
     finally:

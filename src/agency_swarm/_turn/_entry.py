@@ -15,6 +15,7 @@ from .._threads._manager import ThreadManager, clean_up
 from .._threads._thread_items import is_finished, message_text, turn_mark, turn_start, without_call_marks
 from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
+from ._nested_runs import paused_run_in, waiting_ids, waits
 from ._results import Interruption, ResponseStream, RunResult
 from ._state import USER_CALLER, AgentTurn, Run, Turn
 from ._tracing import close_trace, open_trace
@@ -162,7 +163,12 @@ def _resumed_before(
 
 
 def _waiting_call_ids(manager: ThreadManager, chat_id: str) -> set[str]:
-    return {str(call.get("call_id")) for calls in manager.waiting_calls(chat_id).values() for call in calls}
+    """The ids a resume may decide on: each waiting call's, or those its agent tool's paused nested run waits for."""
+    threads = manager.get_threads(chat_id)
+    return {
+        call_id for key, calls in manager.waiting_calls(chat_id).items() for call in calls
+        for call_id in waiting_ids(threads[key], call)
+    }
 
 
 def entered(manager: ThreadManager, chat_id: str) -> Inside:
@@ -258,13 +264,19 @@ async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: W
     """Before a new message: calls waiting for approval stop it; calls a crash cut short get "interrupted" outputs."""
     agents = _reachable(agent, wiring)
     depths = _thread_depths(list(manager.get_threads(chat_id)))
+    threads = manager.get_threads(chat_id)
     waiting: list[Interruption] = []
     for key, calls in manager.waiting_calls(chat_id).items():
         sender, recipient = key.split("->", 1)
         tools = {tool.name: tool for tool in agents[recipient].tools} if recipient in agents else {}
         for call in calls:
             tool = tools.get(str(call.get("name")))
-            if isinstance(tool, FunctionTool):
+            nested = waits(paused_run_in(threads[key], str(call.get("call_id"))))
+            waiting += [Interruption(
+                agent=wait["agent"], caller=recipient, depth=depths.get(key, 0) + 1, chat_id=chat_id,
+                call_id=wait["call_id"], tool=wait["tool"], arguments=wait["arguments"],
+            ) for wait in nested]
+            if isinstance(tool, FunctionTool) and not nested:
                 waiting.append(Interruption(
                     agent=recipient, caller=sender, depth=depths.get(key, 0), chat_id=chat_id,
                     call_id=str(call.get("call_id")), tool=tool.name, arguments=str(call.get("arguments", "")),
