@@ -185,20 +185,6 @@ def _input_guardrail_sees_text(scenario: Scenario, runner: Outcome, ours: Outcom
         runner.hook_calls = [as_text if line == as_items else line for line in runner.hook_calls]
 
 
-def _mcp_approval_needs_callback(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
-    """Ours refuses, when the agent is built, a hosted MCP server that asks for approval without an
-    on_approval_request; Runner pauses on its request with an interruption."""
-    refused = isinstance(ours.error, agency_swarm.ConfigError) and ours.error_phase == "build" and (
-        "on_approval_request" in (ours.error_message or "")
-    )
-    paused = runner.error is None and any(
-        getattr(getattr(item, "raw_item", None), "type", None) == "mcp_approval_request"
-        for item in getattr(runner.result, "interruptions", None) or []
-    )
-    if refused and paused:
-        runner.replaced = ours.replaced = True
-
-
 def _max_turns(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     if not isinstance(runner.error, MaxTurnsExceeded) or not isinstance(ours.error, agency_swarm.MaxStepsExceeded):
         return
@@ -275,13 +261,6 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "an agent input guardrail always gets the user's message text, blocking and streamed, as Runner's blocking "
         "path gives it; Runner's streamed path gives a one-item input list instead",
         _input_guardrail_sees_text,
-    ),
-    Difference(
-        "mcp_approval_needs_callback",
-        "a hosted MCP server that asks for approval needs an on_approval_request (or require_approval='never'): "
-        "building the agent without one raises ConfigError; Runner pauses with an interruption, which our resume "
-        "does not carry for hosted MCP requests",
-        _mcp_approval_needs_callback,
     ),
     Difference(
         "max_turns",

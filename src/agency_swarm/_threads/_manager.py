@@ -32,6 +32,7 @@ from ._thread_items import (
     interrupted_output,
     started_by_a_closed_send,
     unanswered_calls,
+    unanswered_requests,
     without_call_marks,
 )
 from ._writes import CLEAN_UP_SECONDS as CLEAN_UP_SECONDS
@@ -447,7 +448,8 @@ class ThreadManager:
                 thread.writable()[:0] = items
             thread.has_marks = thread.has_marks or has_call_marks(items)
             # Added at the end: a call left open can only be among the new items (older ones were checked before).
-            if unanswered_calls(items if at_end else thread.items) or ends_with_reasoning(thread.items):
+            new = items if at_end else thread.items
+            if unanswered_calls(new) or unanswered_requests(new) or ends_with_reasoning(thread.items):
                 self._unanswered.add(chat_id)
 
     def has_unanswered_calls(self, chat_id: str) -> bool:
@@ -471,7 +473,8 @@ class ThreadManager:
     def waiting_calls(self, chat_id: str) -> dict[str, list[Item]]:
         """{thread key: its calls that wait for an approval decision}: paused for approval (`AWAITING_APPROVAL`), not
         started since (`APPROVED_RUN`), and in a turn somebody still waits for (not `abandoned_calls`). Every other
-        call without an output was cut short (a crash, a failed send) and is never run again."""
+        call without an output was cut short (a crash, a failed send) and is never run again. Hosted MCP approval
+        requests without a response wait the same way (marked with their `id`)."""
         abandoned = self.abandoned_calls(chat_id)
         waiting: dict[str, list[Item]] = {}
         for key, thread in self._chats.get(chat_id, {}).items():
@@ -479,8 +482,8 @@ class ThreadManager:
                 continue
             awaiting, started = call_marks(thread.items)
             calls = [
-                call for call in unanswered_calls(thread.items)
-                if (call_id := str(call.get("call_id"))) in awaiting and call_id not in started
+                call for call in [*unanswered_calls(thread.items), *unanswered_requests(thread.items)]
+                if (call_id := str(call.get("call_id") or call.get("id"))) in awaiting and call_id not in started
                 and call_id not in abandoned
             ]
             if calls:

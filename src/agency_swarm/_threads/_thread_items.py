@@ -113,6 +113,12 @@ def unanswered_calls(items: list[Item]) -> list[Item]:
     return [item for item in items if item.get("type") == "function_call" and item.get("call_id") not in answered]
 
 
+def unanswered_requests(items: list[Item]) -> list[Item]:
+    """The hosted MCP approval requests that have no `mcp_approval_response` (waiting for a decision)."""
+    answered = {item.get("approval_request_id") for item in items if item.get("type") == "mcp_approval_response"}
+    return [item for item in items if item.get("type") == "mcp_approval_request" and item.get("id") not in answered]
+
+
 def repair(items: list[Item]) -> list[Item]:
     """A copy of a thread where every function_call has an output, as the model API requires.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from typing import Any, assert_never
 
 from agents import AgentsException, FunctionTool, UserError, custom_span, function_span
@@ -19,9 +19,8 @@ from .._threads._checks import APPROVED_RUN, AWAITING_APPROVAL
 from .._threads._manager import ConversationThread, clean_up
 from .._threads._thread_items import call_mark, interrupted_output, is_finished, message_text, too_large_output
 from ._channel import EmitEvent
-from ._model_call import emit_hosted
+from ._mcp_approvals import answer_mcp_approvals
 from ._nested_runs import NestedRun, nested_run
-from ._outputs import mcp_approval_responses
 from ._results import Interruption
 from ._send_message import depth_refusal, failure_output, parse_send_request, reentry_refusal
 from ._setup import Setup
@@ -43,8 +42,9 @@ from ._tracing import current, finish, started
 async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentTurn) -> FinalOutput | None:
     """A response's calls and MCP approvals; a final output when tool_use_behavior says the tools ended the turn.
 
-    Calls waiting for approval pause the turn (`turn.paused`): they stay without outputs until resume decides. A
-    send runs its recipient's whole turn with `agent_turn` (the loop's, handed down: this module sits below it).
+    Calls (and MCP approval requests) waiting for approval pause the turn (`turn.paused`): they stay without outputs
+    until resume decides. A send runs its recipient's whole turn with `agent_turn` (the loop's, handed down: this
+    module sits below it).
     """
     calls = step.calls
     state = Calls(turn.thread, calls, agent_turn)
@@ -63,24 +63,13 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             await stored
         if turn.emit is not None:
             await _emit_outputs(turn, state)
-    if step.mcp_approvals:
-        await _answer_mcp_approvals(turn, setup, step.mcp_approvals)
-    if _AWAITING in state.outputs:
+    waiting = bool(step.mcp_approvals) and await answer_mcp_approvals(turn, setup, step.mcp_approvals)
+    if waiting or _AWAITING in state.outputs:
         turn.paused = True
         return None
     if turn.agent.tool_use_behavior == "run_llm_again" or not state.results:
         return None
     return await stop_after_tools(turn, state.results)
-
-
-async def _answer_mcp_approvals(turn: Turn, setup: Setup, requests: Sequence[Any]) -> None:
-    """Each hosted MCP approval request answered by its server's callback; the answers join the thread."""
-    responses = await mcp_approval_responses(requests, setup.tools, turn.run.context())
-    stored = turn.thread.add(responses)
-    if stored is not None:
-        await stored
-    if turn.emit is not None:
-        await emit_hosted(turn, responses)
 
 
 _PENDING: Any = object()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -269,18 +270,10 @@ async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: W
     for key, calls in manager.waiting_calls(chat_id).items():
         sender, recipient = key.split("->", 1)
         tools = {tool.name: tool for tool in agents[recipient].tools} if recipient in agents else {}
+        where = Interruption(agent=recipient, caller=sender, depth=depths.get(key, 0), chat_id=chat_id, call_id="",
+                             tool="", arguments="")
         for call in calls:
-            tool = tools.get(str(call.get("name")))
-            nested = waits(paused_run_in(threads[key], str(call.get("call_id"))))
-            waiting += [Interruption(
-                agent=wait["agent"], caller=recipient, depth=depths.get(key, 0) + 1, chat_id=chat_id,
-                call_id=wait["call_id"], tool=wait["tool"], arguments=wait["arguments"],
-            ) for wait in nested]
-            if isinstance(tool, FunctionTool) and not nested:
-                waiting.append(Interruption(
-                    agent=recipient, caller=sender, depth=depths.get(key, 0), chat_id=chat_id,
-                    call_id=str(call.get("call_id")), tool=tool.name, arguments=str(call.get("arguments", "")),
-                ))
+            waiting += _interruptions(threads[key], call, tools, where)
     if waiting:
         listing = ", ".join(f"{item.call_id} ({item.agent}.{item.tool})" for item in waiting)
         raise ChatPaused(
@@ -289,6 +282,25 @@ async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: W
             chat_id=chat_id, interruptions=waiting,
         )
     await manager.repair_chat(chat_id)
+
+
+def _interruptions(
+    items: list[dict[str, Any]], call: dict[str, Any], tools: Mapping[str, Any], where: Interruption
+) -> list[Interruption]:
+    """What a waiting call of a thread (agent, caller, depth and chat in `where`) stands for: the calls its agent
+    tool's paused nested run waits for, a hosted MCP approval request (named by its id), or the call itself while
+    its agent still has the tool."""
+    call_id = str(call.get("call_id") or call.get("id"))
+    nested = waits(paused_run_in(items, call_id))
+    if nested:
+        return [dataclasses.replace(
+            where, agent=wait["agent"], caller=where.agent, depth=where.depth + 1, call_id=wait["call_id"],
+            tool=wait["tool"], arguments=wait["arguments"],
+        ) for wait in nested]
+    name = str(call.get("name"))
+    if call.get("type") != "mcp_approval_request" and not isinstance(tools.get(name), FunctionTool):
+        return []
+    return [dataclasses.replace(where, call_id=call_id, tool=name, arguments=str(call.get("arguments") or ""))]
 
 
 def _reachable(agent: AgentBase, wiring: Wiring) -> dict[str, AgentBase]:

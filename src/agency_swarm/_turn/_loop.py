@@ -33,6 +33,7 @@ from . import _entry
 from ._calls import run_tools
 from ._channel import TurnStart
 from ._definition import AgentBase, Wiring
+from ._mcp_approvals import waiting_requests
 from ._model_call import call_model
 from ._prepare import prepare, reused_setup
 from ._results import ResponseStream, RunResult
@@ -201,9 +202,9 @@ def _last_user_message(thread: ConversationThread) -> str:
 
 
 async def _resumed_step(turn: Turn, setup: Setup) -> NextStep:
-    """Where a stored, unfinished turn goes on: its sends still open and its calls waiting for approval, else a new
-    model call. A function call cut short (a crash while it ran) is never run again: it gets the "interrupted"
-    output, so no tool runs twice for one call id."""
+    """Where a stored, unfinished turn goes on: its sends still open and its calls (and hosted MCP approval requests)
+    waiting for approval, else a new model call. A function call cut short (a crash while it ran) is never run
+    again: it gets the "interrupted" output, so no tool runs twice for one call id."""
     items = turn.thread.writable()
     drop_lost_reasoning(items)
     awaiting, started = call_marks(items) if turn.thread.has_marks else (set(), set())
@@ -222,7 +223,8 @@ async def _resumed_step(turn: Turn, setup: Setup) -> NextStep:
         if stored is not None:
             await stored
     await _report_last_calls(turn, items, outputs, answered=not awaiting)  # approved calls: reported as they run
-    return RunTools(calls) if calls else RUN_AGAIN
+    requests = waiting_requests(items, awaiting) if awaiting else []  # hosted MCP approval requests still open
+    return RunTools(calls, requests) if calls or requests else RUN_AGAIN
 
 
 def _trailing_calls(items: list[dict[str, Any]], outputs: Mapping[str, Any]) -> list[dict[str, Any]]:

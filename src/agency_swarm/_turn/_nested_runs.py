@@ -163,8 +163,9 @@ def waits(mark: Item | None) -> list[Waiting]:
 
 
 def waiting_ids(items: list[Item], call: Item) -> list[str]:
-    """The call ids a waiting call stands for: its nested run's waiting calls, or itself."""
-    call_id = str(call.get("call_id"))
+    """The call ids a waiting call stands for: its nested run's waiting calls, or itself (a hosted MCP approval
+    request: its id)."""
+    call_id = str(call.get("call_id") or call.get("id"))
     mark = paused_run_in(items, call_id)
     return [str(wait.get("call_id")) for wait in waits(mark)] if mark is not None else [call_id]
 

@@ -70,7 +70,8 @@ ToolResult = tuple[int, FunctionTool, ResponseFunctionToolCall, Any]
 class RunTools:
     calls: list[ToolCallStep]
     mcp_approvals: Sequence[Any] = ()
-    """Hosted MCP approval requests, answered by their server's on_approval_request after the calls ran."""
+    """Hosted MCP approval requests, decided after the calls ran (by the user on resume, else by their server's
+    on_approval_request; undecided, they wait)."""
 
 
 NextStep = FinalOutput | RunAgain | RunTools
