@@ -22,6 +22,7 @@ from agency_swarm import (
     Interruption,
     function_tool,
 )
+from agency_swarm._threads._thread_items import INTERRUPTED_OUTPUT
 from agency_swarm.testing import ScriptedModel, ToolCall, send_message
 
 ran: list[str] = []
@@ -224,3 +225,38 @@ async def test_an_agent_tool_of_a_nested_agent_pauses_every_caller() -> None:
     result = await agency.resume("d", approve=[waiting.call_id])
     assert result.final_output == "Ops is done"
     assert ran == ["delete a.txt"]
+
+
+class Killed(BaseException):
+    """The process dies while the approved nested tool runs."""
+
+
+async def test_a_crash_while_the_nested_run_goes_on_never_runs_the_approved_tool_again(tmp_path: Path) -> None:
+    @function_tool(needs_approval=True)
+    def wipe(path: str) -> str:
+        """Wipe a file."""
+        ran.append(f"wipe {path}")
+        if len(ran) == 1:
+            raise Killed
+        return f"wiped {path}"
+
+    def build() -> tuple[Agency, ScriptedModel]:
+        cleaner = SdkAgent(name="Cleaner", tools=[wipe], model=ScriptedModel.each_turn(
+            [ToolCall("wipe", {"path": "a.txt"}), "wiped a.txt"]
+        ))
+        model = ScriptedModel.each_turn([outer_call(), "all clean"])
+        agent = Agent(name="Main", tools=[cleaner.as_tool("clean_up", "Clean up files.")], model=model)
+        return Agency(agent, thread_store=FileThreadStore(tmp_path)), model
+
+    agency, _ = build()
+    paused = await agency.get_response("tidy up", chat_id="k")
+    with pytest.raises(Killed):
+        await agency.resume("k", approve=[paused.interruptions[0].call_id])
+    await agency.aclose()
+
+    restarted, model = build()
+    result = await restarted.resume("k")
+    assert result.final_output == "all clean"
+    assert ran == ["wipe a.txt"]  # once: the call that continued the nested run was cut short, not run again
+    assert model.calls[-1].tool_outputs == [INTERRUPTED_OUTPUT]
+    await restarted.aclose()

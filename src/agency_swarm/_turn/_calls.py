@@ -188,10 +188,11 @@ async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: Em
             else:
                 if verdict == "approved":  # marked first: after a crash from here on, it is never run again
                     await _mark(turn, APPROVED_RUN, call.call_id)
-                outputs[index] = await _invoke(turn, tool, call, nested, outputs, index)
+                output = await _invoke(turn, tool, call, nested, outputs, index)
                 if await nested.pause(turn, emit):  # its nested run waits for approvals: so does this call
                     outputs[index] = _AWAITING
                     return
+                outputs[index] = output
             state.results.append((index, tool, call, outputs[index]))
         case UnknownTool():
             available = [*setup.function_tools, *([SEND_MESSAGE] if setup.can_send else [])]
