@@ -62,6 +62,17 @@ def raising_policy(kit: Kit) -> dict[str, Any]:
     return {"tools": [note]}
 
 
+def malformed_setting(kit: Kit) -> dict[str, Any]:
+    @function_tool
+    def note(text: str) -> str:
+        """Write a note."""
+        kit.ran("note", {"text": text})
+        return "noted"
+
+    note.needs_approval = "sometimes"  # type: ignore[assignment]  # neither a bool nor a function
+    return {"tools": [note]}
+
+
 def context_reader(kit: Kit) -> dict[str, Any]:
     @function_tool(needs_approval=True)
     def whoami(ctx: ToolContext[Any], label: str) -> str:
@@ -147,6 +158,8 @@ SCENARIOS = [
     Scenario("policy_allows_small_amount", _transfer({"amount": 50}), transfer_tool),
     Scenario("policy_asks_for_large_amount", _transfer({"amount": 5000}), transfer_tool, decisions=APPROVE),
     Scenario("policy_raises", lambda: [[call("note", {"text": "hi"})], [msg("Noted.", "msg_2")]], raising_policy),
+    Scenario("needs_approval_neither_bool_nor_function",
+             lambda: [[call("note", {"text": "hi"})], [msg("Noted.", "msg_2")]], malformed_setting),
     Scenario(
         "undecided_call_waits_without_asking_again",
         lambda: [[call("transfer", {"amount": 500}, "call_1"), call("transfer", {"amount": 700}, "call_2")],

@@ -251,7 +251,7 @@ def _tool_failure(error: Exception, tool: FunctionTool, outputs: list[Any], inde
 def _decided(run: Run, step: FunctionToolCall) -> str | None:
     """"reject", "approved", "run" or "wait": the user's decision from resume; a call that already waited and is
     still undecided waits again (its policy is not asked again, as under `Runner`); else the tool's fixed
-    `needs_approval`; None when `needs_approval` is a function (`_asked`)."""
+    `needs_approval`; None when `needs_approval` is not a bool: a function (`_asked`)."""
     call_id = step.call.call_id
     if call_id in run.rejected:
         return "reject"
@@ -260,7 +260,7 @@ def _decided(run: Run, step: FunctionToolCall) -> str | None:
     if step.resume:
         return "wait"
     needs = step.tool.needs_approval
-    if callable(needs):
+    if not isinstance(needs, bool):  # a function; anything else is refused by the SDK's check as by `Runner`
         return None
     return "wait" if needs else "run"
 
