@@ -86,34 +86,40 @@ def _ran(*expected: tuple[str, Any]) -> Any:
     return check
 
 
+RESUMED = ("resume_announces_calls",)
+"""Every scenario resumes: our resumed stream announces the waiting agent tool's call again."""
+
 SCENARIOS = [
     Scenario(
-        "nested_approval_approved", _outer(), one_deletion,
+        "nested_approval_approved", _outer(), one_deletion, differences=RESUMED,
         decisions=[Decision(approve=["call_in"])], check=_ran(("delete_file", {"path": "a.txt"})),
     ),
     Scenario(
-        "nested_approval_rejected", _outer(), one_deletion,
+        "nested_approval_rejected", _outer(), one_deletion, differences=RESUMED,
         decisions=[Decision(reject=["call_in"])], check=_ran(),
     ),
     Scenario(
-        "nested_approval_undecided_pauses_again", _outer(), one_deletion,
+        "nested_approval_rejected_with_a_message", _outer(), one_deletion, differences=RESUMED,
+        decisions=[Decision(reject={"call_in": "Not that one."})], check=_ran(),
+    ),
+    Scenario(
+        "nested_approval_undecided_pauses_again", _outer(), one_deletion, differences=RESUMED,
         decisions=[Decision(), Decision(approve=["call_in"])], check=_ran(("delete_file", {"path": "a.txt"})),
     ),
     Scenario(
-        "nested_approvals_decided_one_at_a_time", _outer(), two_deletions,
+        "nested_approvals_decided_one_at_a_time", _outer(), two_deletions, differences=RESUMED,
         decisions=[Decision(approve=["call_b"]), Decision(reject=["call_a"])],
         check=_ran(("delete_file", {"path": "b.txt"})),
     ),
     Scenario(
-        "nested_approval_after_the_agent_tool_own_approval", _outer(), guarded_agent_tool,
+        "nested_approval_after_the_agent_tool_own_approval", _outer(), guarded_agent_tool, differences=RESUMED,
         decisions=[Decision(approve=["call_out"]), Decision(approve=["call_in"])],
         check=_ran(("delete_file", {"path": "a.txt"})),
     ),
     Scenario(
         "nested_approval_beside_a_plain_call",
         _outer(call("clean_up", {"input": "remove a.txt"}, "call_out"), call("add", {"a": 1, "b": 2}, "call_add")),
-        with_a_sibling,
-        decisions=[Decision(approve=["call_in"])],
+        with_a_sibling, differences=RESUMED, decisions=[Decision(approve=["call_in"])],
         check=_ran(("add", {"a": 1, "b": 2}), ("delete_file", {"path": "a.txt"})),
     ),
 ]

@@ -44,7 +44,7 @@ async def answer_mcp_approvals(turn: Turn, setup: Setup, requests: Sequence[Any]
             waiting.append(request)
         else:
             responses.append(response)
-    marks = [call_mark(AWAITING_APPROVAL, request.id) for request in waiting]
+    marks = [call_mark(AWAITING_APPROVAL, request.id, turn.steps) for request in waiting]
     stored = turn.thread.add([*responses, *marks])
     turn.thread.has_marks = turn.thread.has_marks or bool(marks)
     if stored is not None:

@@ -130,7 +130,7 @@ class NestedRun:
         """The call waits (again) for its nested run, which waits for `waiting`: both marks in one append."""
         call_id = self.call.call_id
         mark = {"type": NESTED_RUN, "call_id": call_id, "waiting": waiting, "state": state}
-        stored = turn.thread.add([call_mark(AWAITING_APPROVAL, call_id), mark])
+        stored = turn.thread.add([call_mark(AWAITING_APPROVAL, call_id, turn.steps), mark])
         turn.thread.has_marks = True
         if stored is not None:
             await stored
