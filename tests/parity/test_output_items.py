@@ -247,6 +247,12 @@ SCENARIOS = [
         differences=("resume_announces_calls",), decisions=[Decision(reject=["mcpr_1"])],
     ),
     Scenario(
+        "mcp_approval_request_without_callback_rejected_with_a_reason",
+        lambda: [[mcp_approval_request()], [msg("I was not allowed to look it up.", "msg_2")]],
+        lambda kit: {"tools": [_mcp(kit, require_approval="always")]},
+        differences=("resume_announces_calls",), decisions=[Decision(reject={"mcpr_1": "Not today."})],
+    ),
+    Scenario(
         "mcp_approval_request_despite_never",
         lambda: [[mcp_approval_request()], [mcp_call(), msg("Looked it up.", "msg_2")]],
         lambda kit: {"tools": [_mcp(kit)]},
