@@ -9,8 +9,18 @@ import pytest
 from agents import HostedMCPTool
 from openai.types.responses.response_output_item import McpApprovalRequest
 
-from agency_swarm import Agency, Agent, ApprovalRequested, ChatPaused, ConfigError, FileThreadStore, Interruption
-from agency_swarm.testing import ScriptedModel, Step
+from agency_swarm import (
+    Agency,
+    Agent,
+    ApprovalRequested,
+    ChatPaused,
+    ConfigError,
+    FileThreadStore,
+    Interruption,
+    MemoryThreadStore,
+    StoreError,
+)
+from agency_swarm.testing import ScriptedModel, Step, send_message
 
 
 def request() -> Step:
@@ -82,3 +92,24 @@ async def test_a_paused_mcp_request_survives_a_restart_and_can_be_rejected(tmp_p
         {"type": "mcp_approval_response", "approval_request_id": "mcpr_1", "approve": False}
     ]
     await restarted.aclose()
+
+
+async def test_a_nested_mcp_request_whose_send_already_failed_does_not_hold_the_chat() -> None:
+    """The store took Developer's waiting mark for the request, then reported a failure: the CEO's send failed and
+    the CEO finished. Nobody waits for the request any more, so the next message is not refused."""
+
+    class LosesTheAck(MemoryThreadStore):
+        async def append(self, chat_id: str, key: str, items: list[dict[str, Any]]) -> None:
+            await super().append(chat_id, key, items)
+            if any(item.get("type") == "agency_swarm.awaiting_approval" for item in items):
+                raise StoreError("connection lost after commit")
+
+    server = HostedMCPTool(tool_config={"type": "mcp", "server_label": "docs", "server_url": "https://mcp.invalid"})
+    ceo = Agent(name="CEO", model=ScriptedModel.each_turn([send_message("Developer", "look it up"), "done"]))
+    dev = Agent(name="Developer", tools=[server], model=ScriptedModel([request(), "found it"]))
+    agency = Agency([ceo, [ceo, dev]], thread_store=LosesTheAck())
+    first = await agency.get_response("go", chat_id="c")
+    assert first.final_output == "done"
+    assert not first.interruptions
+    second = await agency.get_response("next", chat_id="c")
+    assert second.final_output == "done"

@@ -494,16 +494,18 @@ class ThreadManager:
         return waiting
 
     def abandoned_calls(self, chat_id: str) -> set[str]:
-        """Call ids of calls without outputs in a nested thread whose sender no longer waits for it: the send that
-        started that turn already has its output (it failed, was cut short, or a crash repaired it). Nobody will read
-        what such a call gives, so it is never waiting for approval; the next turn repairs it."""
+        """Call ids of calls without outputs (and ids of hosted MCP approval requests without responses) in a nested
+        thread whose sender no longer waits for it: the send that started that turn already has its output (it failed,
+        was cut short, or a crash repaired it). Nobody will read what such a call gives, so it is never waiting for
+        approval; the next turn repairs it."""
         threads = self._chats.get(chat_id, {})
         unanswered = {key: unanswered_calls(thread.items) for key, thread in threads.items()}
         open_sends = {str(call.get("call_id")) for calls in unanswered.values() for call in calls}
         abandoned: set[str] = set()
         for key, calls in unanswered.items():
-            if calls and started_by_a_closed_send(threads[key].items, open_sends):
-                abandoned.update(str(call.get("call_id")) for call in calls)
+            open_items = [*calls, *unanswered_requests(threads[key].items)]
+            if open_items and started_by_a_closed_send(threads[key].items, open_sends):
+                abandoned.update(str(item.get("call_id") or item.get("id")) for item in open_items)
         return abandoned
 
     async def repair_chat(self, chat_id: str) -> None:
