@@ -113,6 +113,11 @@ def _transfer(arguments: dict[str, Any] | str, tool: str = "transfer") -> Any:
     return lambda: [[call(tool, arguments)], [msg("Done.", "msg_2")]]
 
 
+def _two_pauses() -> list[list[Any]]:
+    return [[call("delete_branch", {"name": "a"}, "call_1")], [call("delete_branch", {"name": "b"}, "call_2")],
+            [msg("Done.", "msg_2")]]
+
+
 def _three_deletes() -> list[list[Any]]:
     return [
         [call("delete_branch", {"name": "a"}, "call_1"), call("delete_branch", {"name": "b"}, "call_2"),
@@ -181,6 +186,8 @@ SCENARIOS = [
                  [msg("Done.", "msg_2")]],
         transfer_tool, decisions=[Decision(approve=["call_1"]), Decision(reject=["call_2"])],
     ),
+    Scenario("a_second_pause_after_a_resume", _two_pauses, delete_tool,
+             decisions=[Decision(approve=["call_1"]), Decision(reject={"call_2": "Not b."})]),
     # what a resume keeps from the paused run
     Scenario("context_kept_on_resume", lambda: [[call("whoami", {"label": "me"})], [msg("Done.", "msg_2")]],
              context_reader, context=lambda: {"user": "ann"}, decisions=APPROVE),
@@ -193,6 +200,8 @@ SCENARIOS = [
                  [call("add", {"a": 3, "b": 4}, "call_3")], [msg("Done.", "msg_2")]],
         delete_and_add, max_turns=2, decisions=APPROVE, differences=("max_turns",),
     ),
+    Scenario("max_turns_across_two_pauses", _two_pauses, delete_tool, max_turns=2,
+             decisions=[Decision(approve=["call_1"]), Decision(approve=["call_2"])], differences=("max_turns",)),
 ]
 
 SCENARIOS = [  # every resumed stream announces the calls it resumes with (see differences.py)
