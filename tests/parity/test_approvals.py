@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from agents import RunContextWrapper, function_tool
+from agents import FunctionToolResult, RunContextWrapper, ToolsToFinalOutputResult, function_tool
 from agents.tool_context import ToolContext
 
 from parity.harness import Decision, Kit, Outcome, RecordingHooks, Scenario, call, msg, run_and_compare
@@ -97,6 +97,10 @@ def delete_and_add(kit: Kit) -> dict[str, Any]:
     return {"tools": [*agent["tools"], add]}
 
 
+def _first_output(ctx: RunContextWrapper[Any], results: list[FunctionToolResult]) -> ToolsToFinalOutputResult:
+    return ToolsToFinalOutputResult(is_final_output=True, final_output=f"first: {results[0].output}")
+
+
 def _stopping(kit: Kit) -> dict[str, Any]:
     return delete_tool(kit, tool_use_behavior="stop_on_first_tool", hooks=RecordingHooks(kit))
 
@@ -107,6 +111,11 @@ def _delete_then_answer() -> list[list[Any]]:
 
 def _transfer(arguments: dict[str, Any] | str, tool: str = "transfer") -> Any:
     return lambda: [[call(tool, arguments)], [msg("Done.", "msg_2")]]
+
+
+def _two_pauses() -> list[list[Any]]:
+    return [[call("delete_branch", {"name": "a"}, "call_1")], [call("delete_branch", {"name": "b"}, "call_2")],
+            [msg("Done.", "msg_2")]]
 
 
 def _three_deletes() -> list[list[Any]]:
@@ -141,6 +150,11 @@ SCENARIOS = [
              decisions=[Decision(approve=["call_1"], reject=["call_2"]), Decision(reject={"call_3": "Later."})]),
     Scenario("rejection_with_stop_on_first_tool", _delete_then_answer, _stopping, decisions=REJECT),
     Scenario("approval_with_stop_on_first_tool", _delete_then_answer, _stopping, decisions=APPROVE),
+    Scenario("rejection_with_stop_at_tools", _delete_then_answer,
+             lambda kit: delete_tool(kit, tool_use_behavior={"stop_at_tool_names": ["delete_branch"]}),
+             decisions=[Decision(reject={"call_1": "Protected."})]),
+    Scenario("rejection_with_a_tool_use_function", _delete_then_answer,
+             lambda kit: delete_tool(kit, tool_use_behavior=_first_output), decisions=REJECT),
     # what a needs_approval policy is asked, and when it is not
     Scenario("policy_string_for_int", _transfer({"amount": "5000"}), transfer_tool, decisions=APPROVE,
              check=_did_not_ask_policy),
@@ -161,11 +175,19 @@ SCENARIOS = [
     Scenario("needs_approval_neither_bool_nor_function",
              lambda: [[call("note", {"text": "hi"})], [msg("Noted.", "msg_2")]], malformed_setting),
     Scenario(
+        "one_call_runs_the_other_waits_then_is_approved",
+        lambda: [[call("transfer", {"amount": 50}, "call_1"), call("transfer", {"amount": 700}, "call_2")],
+                 [msg("Done.", "msg_2")]],
+        transfer_tool, decisions=[Decision(approve=["call_2"])],
+    ),
+    Scenario(
         "undecided_call_waits_without_asking_again",
         lambda: [[call("transfer", {"amount": 500}, "call_1"), call("transfer", {"amount": 700}, "call_2")],
                  [msg("Done.", "msg_2")]],
         transfer_tool, decisions=[Decision(approve=["call_1"]), Decision(reject=["call_2"])],
     ),
+    Scenario("a_second_pause_after_a_resume", _two_pauses, delete_tool,
+             decisions=[Decision(approve=["call_1"]), Decision(reject={"call_2": "Not b."})]),
     # what a resume keeps from the paused run
     Scenario("context_kept_on_resume", lambda: [[call("whoami", {"label": "me"})], [msg("Done.", "msg_2")]],
              context_reader, context=lambda: {"user": "ann"}, decisions=APPROVE),
@@ -178,6 +200,8 @@ SCENARIOS = [
                  [call("add", {"a": 3, "b": 4}, "call_3")], [msg("Done.", "msg_2")]],
         delete_and_add, max_turns=2, decisions=APPROVE, differences=("max_turns",),
     ),
+    Scenario("max_turns_across_two_pauses", _two_pauses, delete_tool, max_turns=2,
+             decisions=[Decision(approve=["call_1"]), Decision(approve=["call_2"])], differences=("max_turns",)),
 ]
 
 SCENARIOS = [  # every resumed stream announces the calls it resumes with (see differences.py)

@@ -552,6 +552,7 @@ class ThreadManager:
         # not in the middle of a turn, in this process or another; nothing of the chat is read, it is going
         async with self.hold(chat_id, catch_up=False):
             self._forget(chat_id)
+            self.paused_contexts.pop(chat_id, None)
             if self.store is not None:
                 await self.store.delete(chat_id)
         self._drop_idle_lock(chat_id)  # deleted chats leave nothing behind, locks included
