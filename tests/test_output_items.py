@@ -118,14 +118,11 @@ async def test_a_hosted_mcp_approval_request_is_answered_by_its_callback(approve
     assert answer == (expected if approve else {**expected, "reason": "not today"})
 
 
-def test_a_hosted_mcp_server_asking_for_approval_with_nobody_to_answer_is_refused() -> None:
+def test_a_hosted_mcp_server_asking_for_approval_with_nobody_to_answer_is_accepted() -> None:
+    """Its requests pause the turn for the user, as under `Runner` (test_mcp_approvals.py)."""
     server = HostedMCPTool(tool_config={"type": "mcp", "server_label": "files", "server_url": "https://mcp.invalid"})
-    with pytest.raises(ConfigError, match=r"'files'.*on_approval_request"):
-        Agent(name="Ops", tools=[server])
-    never = HostedMCPTool(tool_config={
-        "type": "mcp", "server_label": "files", "server_url": "https://mcp.invalid", "require_approval": "never",
-    })
-    Agent(name="Ops", tools=[never])  # nothing to approve: fine
+    agent = Agent(name="Ops", tools=[server])
+    assert Agency(agent).agents["Ops"] is agent
 
 
 @pytest.mark.parametrize("tool", [LocalShellTool(executor=lambda request: "ok")], ids=["local_shell"])

@@ -189,18 +189,21 @@ def _input_guardrail_sees_text(scenario: Scenario, runner: Outcome, ours: Outcom
         runner.hook_calls = [as_text if line == as_items else line for line in runner.hook_calls]
 
 
-def _mcp_approval_needs_callback(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
-    """Ours refuses, when the agent is built, a hosted MCP server that asks for approval without an
-    on_approval_request; Runner pauses on its request with an interruption."""
-    refused = isinstance(ours.error, agency_swarm.ConfigError) and ours.error_phase == "build" and (
-        "on_approval_request" in (ours.error_message or "")
-    )
-    paused = runner.error is None and any(
-        getattr(getattr(item, "raw_item", None), "type", None) == "mcp_approval_request"
-        for item in getattr(runner.result, "interruptions", None) or []
-    )
-    if refused and paused:
-        runner.replaced = ours.replaced = True
+def _resume_announces_calls(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Our resumed stream starts with a tool_called for each call that waited at the pause (the run then runs,
+    rejects or pauses it again); Runner announced those calls only in the stream that paused."""
+    if not ours.stream:
+        return
+    waited = [sum(1 for item in ours.interruptions if item.get("run") == run) for run in range(len(ours.results))]
+    events, run, announced = [], -1, 0
+    for event in ours.events:
+        if event == "agent_started":  # one agent: each run's stream starts with it
+            run, announced = run + 1, 0
+        elif event == "tool_called" and 0 < run < len(waited) + 1 and announced < waited[run - 1]:
+            announced += 1
+            continue
+        events.append(event)
+    ours.events = events
 
 
 def _max_turns(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
@@ -292,17 +295,18 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         _input_guardrail_sees_text,
     ),
     Difference(
-        "mcp_approval_needs_callback",
-        "a hosted MCP server that asks for approval needs an on_approval_request (or require_approval='never'): "
-        "building the agent without one raises ConfigError; Runner pauses with an interruption, which our resume "
-        "does not carry for hosted MCP requests",
-        _mcp_approval_needs_callback,
-    ),
-    Difference(
         "max_turns",
         "Runner's `max_turns` / MaxTurnsExceeded is our per-agent `Agent.max_steps` / MaxStepsExceeded (a "
         "RunError naming agent, chat and depth): in an agency every agent has its own budget",
         _max_turns,
+    ),
+    Difference(
+        "resume_announces_calls",
+        "a resumed stream (resume_stream) starts with a tool_called for each call that waited for approval, before "
+        "it runs, is rejected or waits again: a consumer of the resumed stream alone can pair every tool_output with "
+        "its call, and AgencyHooks.on_tool_start fires when an approved tool runs; Runner announces a call once, in "
+        "the stream that paused",
+        _resume_announces_calls,
     ),
     Difference(
         "output_validation_error",

@@ -26,6 +26,7 @@ from agents import (
 )
 
 from parity.harness import (
+    Decision,
     Kit,
     Outcome,
     Scenario,
@@ -46,6 +47,16 @@ from parity.harness import (
     shell_call_output,
     web_search,
 )
+
+
+def _approved_note_tool(kit: Kit) -> Any:
+    @function_tool(needs_approval=True)
+    def note(text: str) -> str:
+        """Write a note."""
+        kit.ran("note", {"text": text})
+        return "noted"
+
+    return note
 
 
 def _note_tool(kit: Kit) -> Any:
@@ -227,7 +238,37 @@ SCENARIOS = [
         "mcp_approval_request_without_callback",
         lambda: [[mcp_approval_request()], [mcp_call(), msg("Looked it up.", "msg_2")]],
         lambda kit: {"tools": [_mcp(kit, require_approval="always")]},
-        differences=("mcp_approval_needs_callback",),
+        differences=("resume_announces_calls",), decisions=[Decision(approve=["mcpr_1"])],
+    ),
+    Scenario(
+        "mcp_approval_request_without_callback_rejected",
+        lambda: [[mcp_approval_request()], [msg("I was not allowed to look it up.", "msg_2")]],
+        lambda kit: {"tools": [_mcp(kit, require_approval="always")]},
+        differences=("resume_announces_calls",), decisions=[Decision(reject=["mcpr_1"])],
+    ),
+    Scenario(
+        "mcp_approval_request_without_callback_rejected_with_a_reason",
+        lambda: [[mcp_approval_request()], [msg("I was not allowed to look it up.", "msg_2")]],
+        lambda kit: {"tools": [_mcp(kit, require_approval="always")]},
+        differences=("resume_announces_calls",), decisions=[Decision(reject={"mcpr_1": "Not today."})],
+    ),
+    Scenario(
+        "mcp_approval_request_despite_never",
+        lambda: [[mcp_approval_request()], [mcp_call(), msg("Looked it up.", "msg_2")]],
+        lambda kit: {"tools": [_mcp(kit)]},
+        differences=("resume_announces_calls",), decisions=[Decision(approve=["mcpr_1"])],
+    ),
+    Scenario(
+        "mcp_approval_request_despite_never_undecided_then_rejected",
+        lambda: [[mcp_approval_request()], [msg("I was not allowed to look it up.", "msg_2")]],
+        lambda kit: {"tools": [_mcp(kit)]},
+        differences=("resume_announces_calls",), decisions=[Decision(), Decision(reject=["mcpr_1"])],
+    ),
+    Scenario(
+        "mcp_approval_request_beside_a_function_call_needing_approval",
+        lambda: [[mcp_approval_request(), call("note", {"text": "hi"})], [msg("Noted and looked up.", "msg_2")]],
+        lambda kit: {"tools": [_mcp(kit), _approved_note_tool(kit)]},
+        differences=("resume_announces_calls",), decisions=[Decision(approve=["call_1"], reject=["mcpr_1"])],
     ),
     Scenario(
         "hosted_shell_call",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from parity import (
     test_agent_options,
+    test_approvals,
     test_function_tools,
+    test_nested_pauses,
     test_output_items,
     test_tool_choice,
     test_tool_guardrails,
@@ -22,6 +24,8 @@ ALL: list[Scenario] = [
     *test_tool_identity.SCENARIOS,
     *test_tool_choice.SCENARIOS,
     *test_usage.SCENARIOS,
+    *test_approvals.SCENARIOS,
+    *test_nested_pauses.SCENARIOS,
 ]
 
 BUILT_IN = {"event_names", "per_pair_threads"}

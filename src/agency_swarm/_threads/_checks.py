@@ -46,6 +46,12 @@ def item_problem(item: Item) -> str:
     return ""
 
 
+NESTED_RUN = "agency_swarm.nested_run"
+"""A bookkeeping item too: the paused run of an agent tool (`agent.as_tool`) that a call waits for, with the calls
+it waits for and the SDK's serialized run state (stored with the call's `AWAITING_APPROVAL` mark)."""
+CALL_MARKS = CALL_MARKS | {NESTED_RUN}
+
+
 @cache
 def _members_by_type() -> dict[str, tuple[Any, ...]]:
     """The SDK's input item types by the `type` each one declares (three kinds of message share "message")."""

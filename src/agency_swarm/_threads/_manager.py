@@ -7,7 +7,7 @@ import copy
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, ReentrantTurn
 from .._base._sync import INSIDE
@@ -32,6 +32,7 @@ from ._thread_items import (
     interrupted_output,
     started_by_a_closed_send,
     unanswered_calls,
+    unanswered_requests,
     without_call_marks,
 )
 from ._writes import CLEAN_UP_SECONDS as CLEAN_UP_SECONDS
@@ -248,6 +249,9 @@ class ThreadManager:
         """Per chat held in memory, the store version it holds (stores whose turn lock yields a ChatVersion)."""
         self.recipients: frozenset[str] | None = None
         """The agents of the chart (set by the Agency): a loaded thread for any other recipient is left out."""
+        self.paused_contexts: dict[str, Any] = {}
+        """The context each chat's unfinished turn ran with, for a resume in this process that passes none. Never
+        stored: it leaves with the chat when the chat leaves memory."""
 
     def subscribe(self, listener: ItemListener) -> None:
         """Call `listener(thread, item)` for every item any thread gets from now on, the moment it gets it."""
@@ -449,7 +453,8 @@ class ThreadManager:
                 thread.writable()[:0] = items
             thread.has_marks = thread.has_marks or has_call_marks(items)
             # Added at the end: a call left open can only be among the new items (older ones were checked before).
-            if unanswered_calls(items if at_end else thread.items) or ends_with_reasoning(thread.items):
+            new = items if at_end else thread.items
+            if unanswered_calls(new) or unanswered_requests(new) or ends_with_reasoning(thread.items):
                 self._unanswered.add(chat_id)
 
     def has_unanswered_calls(self, chat_id: str) -> bool:
@@ -473,7 +478,8 @@ class ThreadManager:
     def waiting_calls(self, chat_id: str) -> dict[str, list[Item]]:
         """{thread key: its calls that wait for an approval decision}: paused for approval (`AWAITING_APPROVAL`), not
         started since (`APPROVED_RUN`), and in a turn somebody still waits for (not `abandoned_calls`). Every other
-        call without an output was cut short (a crash, a failed send) and is never run again."""
+        call without an output was cut short (a crash, a failed send) and is never run again. Hosted MCP approval
+        requests without a response wait the same way (marked with their `id`)."""
         abandoned = self.abandoned_calls(chat_id)
         waiting: dict[str, list[Item]] = {}
         for key, thread in self._chats.get(chat_id, {}).items():
@@ -481,8 +487,8 @@ class ThreadManager:
                 continue
             awaiting, started = call_marks(thread.items)
             calls = [
-                call for call in unanswered_calls(thread.items)
-                if (call_id := str(call.get("call_id"))) in awaiting and call_id not in started
+                call for call in [*unanswered_calls(thread.items), *unanswered_requests(thread.items)]
+                if (call_id := str(call.get("call_id") or call.get("id"))) in awaiting and call_id not in started
                 and call_id not in abandoned
             ]
             if calls:
@@ -490,16 +496,18 @@ class ThreadManager:
         return waiting
 
     def abandoned_calls(self, chat_id: str) -> set[str]:
-        """Call ids of calls without outputs in a nested thread whose sender no longer waits for it: the send that
-        started that turn already has its output (it failed, was cut short, or a crash repaired it). Nobody will read
-        what such a call gives, so it is never waiting for approval; the next turn repairs it."""
+        """Call ids of calls without outputs (and ids of hosted MCP approval requests without responses) in a nested
+        thread whose sender no longer waits for it: the send that started that turn already has its output (it failed,
+        was cut short, or a crash repaired it). Nobody will read what such a call gives, so it is never waiting for
+        approval; the next turn repairs it."""
         threads = self._chats.get(chat_id, {})
         unanswered = {key: unanswered_calls(thread.items) for key, thread in threads.items()}
         open_sends = {str(call.get("call_id")) for calls in unanswered.values() for call in calls}
         abandoned: set[str] = set()
         for key, calls in unanswered.items():
-            if calls and started_by_a_closed_send(threads[key].items, open_sends):
-                abandoned.update(str(call.get("call_id")) for call in calls)
+            open_items = [*calls, *unanswered_requests(threads[key].items)]
+            if open_items and started_by_a_closed_send(threads[key].items, open_sends):
+                abandoned.update(str(item.get("call_id") or item.get("id")) for item in open_items)
         return abandoned
 
     async def repair_chat(self, chat_id: str) -> None:
@@ -521,6 +529,7 @@ class ThreadManager:
             self._chats.pop(chat_id, None)
             self._versions.pop(chat_id, None)
             self._unanswered.discard(chat_id)  # derived again from the store when the chat is loaded again
+            self.paused_contexts.pop(chat_id, None)
 
     def _drop_idle_lock(self, chat_id: str) -> bool:
         """Forget the chat's lock unless a turn holds it or waits for it; False when it is in use."""
@@ -545,6 +554,7 @@ class ThreadManager:
         # not in the middle of a turn, in this process or another; nothing of the chat is read, it is going
         async with self.hold(chat_id, catch_up=False):
             self._forget(chat_id)
+            self.paused_contexts.pop(chat_id, None)
             if self.store is not None:
                 await self.store.delete(chat_id)
         self._drop_idle_lock(chat_id)  # deleted chats leave nothing behind, locks included

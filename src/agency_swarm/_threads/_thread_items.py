@@ -67,8 +67,22 @@ def turn_start(items: list[Item], turn_id: str) -> int | None:
     return None
 
 
-def call_mark(kind: str, call_id: str) -> Item:
-    return {"type": kind, "call_id": call_id}
+def call_mark(kind: str, call_id: str, steps: int | None = None) -> Item:
+    """A call's mark; a waiting call's keeps the model calls its agent's turn had made (`steps_before_pause`)."""
+    return {"type": kind, "call_id": call_id} if steps is None else {"type": kind, "call_id": call_id, "steps": steps}
+
+
+def steps_before_pause(items: list[Item]) -> int:
+    """The model calls the thread's last turn had made when it paused: the `steps` its latest waiting call's mark
+    keeps (0 for a mark without them, or no mark since the turn's message)."""
+    for item in reversed(items):
+        kind = item.get("type")
+        if kind == AWAITING_APPROVAL:
+            steps = item.get("steps")
+            return steps if type(steps) is int and steps > 0 else 0
+        if kind is None and item.get("role") == "user":
+            break
+    return 0
 
 
 def has_call_marks(items: list[Item]) -> bool:
@@ -76,13 +90,18 @@ def has_call_marks(items: list[Item]) -> bool:
 
 
 def call_marks(items: list[Item]) -> tuple[set[str], set[str]]:
-    """(call ids marked as waiting for approval, call ids marked as started after an approval)."""
+    """(call ids marked as waiting for approval, call ids whose last mark says they started after an approval).
+
+    A call marked as waiting again after it started waits again: an agent tool whose nested run paused once more.
+    """
     awaiting: set[str] = set()
     started: set[str] = set()
     for item in items:
         kind = item.get("type")
         if kind == AWAITING_APPROVAL:
-            awaiting.add(str(item.get("call_id")))
+            call_id = str(item.get("call_id"))
+            awaiting.add(call_id)
+            started.discard(call_id)
         elif kind == APPROVED_RUN:
             started.add(str(item.get("call_id")))
     return awaiting, started
@@ -120,6 +139,12 @@ def unanswered_calls(items: list[Item]) -> list[Item]:
     """The function_call items that have no function_call_output (they are always a thread's last calls)."""
     answered = {item.get("call_id") for item in items if item.get("type") == "function_call_output"}
     return [item for item in items if item.get("type") == "function_call" and item.get("call_id") not in answered]
+
+
+def unanswered_requests(items: list[Item]) -> list[Item]:
+    """The hosted MCP approval requests that have no `mcp_approval_response` (waiting for a decision)."""
+    answered = {item.get("approval_request_id") for item in items if item.get("type") == "mcp_approval_response"}
+    return [item for item in items if item.get("type") == "mcp_approval_request" and item.get("id") not in answered]
 
 
 def repair(items: list[Item]) -> list[Item]:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from typing import Any, assert_never
 
 from agents import AgentsException, FunctionTool, UserError, custom_span, function_span
 from openai.types.responses import ResponseFunctionToolCall
 
+from .._base import _sdk
 from .._base._errors import ItemTooLarge
 from .._base._events import ApprovalRequested, Event, MessageSent, ToolCalled, ToolOutput
 from .._base._names import SEND_MESSAGE
@@ -19,8 +19,8 @@ from .._threads._checks import APPROVED_RUN, AWAITING_APPROVAL
 from .._threads._manager import ConversationThread, clean_up
 from .._threads._thread_items import call_mark, interrupted_output, is_finished, message_text, too_large_output
 from ._channel import EmitEvent
-from ._model_call import emit_hosted
-from ._outputs import mcp_approval_responses
+from ._mcp_approvals import answer_mcp_approvals
+from ._nested_runs import NestedRun, nested_run
 from ._results import Interruption
 from ._send_message import depth_refusal, failure_output, parse_send_request, reentry_refusal
 from ._setup import Setup
@@ -43,8 +43,9 @@ from ._tracing import current, finish, started
 async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentTurn) -> FinalOutput | None:
     """A response's calls and MCP approvals; a final output when tool_use_behavior says the tools ended the turn.
 
-    Calls waiting for approval pause the turn (`turn.paused`): they stay without outputs until resume decides. A
-    send runs its recipient's whole turn with `agent_turn` (the loop's, handed down: this module sits below it).
+    Calls (and MCP approval requests) waiting for approval pause the turn (`turn.paused`): they stay without outputs
+    until resume decides. A send runs its recipient's whole turn with `agent_turn` (the loop's, handed down: this
+    module sits below it).
     """
     calls = step.calls
     state = Calls(turn.thread, calls, agent_turn)
@@ -63,24 +64,13 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             await stored
         if turn.emit is not None:
             await _emit_outputs(turn, state)
-    if step.mcp_approvals:
-        await _answer_mcp_approvals(turn, setup, step.mcp_approvals)
-    if _AWAITING in state.outputs:
+    waiting = bool(step.mcp_approvals) and await answer_mcp_approvals(turn, setup, step.mcp_approvals)
+    if waiting or _AWAITING in state.outputs:
         turn.paused = True
         return None
     if turn.agent.tool_use_behavior == "run_llm_again" or not state.results:
         return None
     return await stop_after_tools(turn, state.results)
-
-
-async def _answer_mcp_approvals(turn: Turn, setup: Setup, requests: Sequence[Any]) -> None:
-    """Each hosted MCP approval request answered by its server's callback; the answers join the thread."""
-    responses = await mcp_approval_responses(requests, setup.tools, turn.run.context())
-    stored = turn.thread.add(responses)
-    if stored is not None:
-        await stored
-    if turn.emit is not None:
-        await emit_hosted(turn, responses)
 
 
 _PENDING: Any = object()
@@ -182,30 +172,29 @@ async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: Em
     match step:
         case SendMessage():
             await _send(turn, step, state, index, emit)
-        case FunctionToolCall(tool=tool):
-            verdict = _decided(run, tool, call)
+        case FunctionToolCall(tool=tool, resume=resume):
+            nested = nested_run(turn, call, resume)  # an agent tool's nested run, paused before, may go on
+            verdict = await nested.verdict(turn, tool, emit) if nested.continuing else _decided(run, step)
             if verdict is None:  # needs_approval is a function: it decides for each call
-                verdict = await _asked(run, tool, call)
+                try:
+                    verdict = await _asked(run, tool, call)
+                except Exception as error:  # the policy failed: the turn ends, as under `Runner`
+                    raise _tool_failure(error, tool, outputs, index) from error
             if verdict == "wait":
                 outputs[index] = _AWAITING
-                await _wait_for_approval(turn, call, emit)
+                if not nested.continuing:  # (a nested run's waiting calls are announced by its verdict)
+                    await _wait_for_approval(turn, call, emit)
                 return
             if verdict == "reject":
-                outputs[index] = rejected_output(call.name)
+                outputs[index] = rejected_output(run.rejected[call.call_id])
             else:
                 if verdict == "approved":  # marked first: after a crash from here on, it is never run again
                     await _mark(turn, APPROVED_RUN, call.call_id)
-                outer = INSIDE.get()
-                INSIDE.set(run.inside)  # a turn of this chat that the tool starts raises ReentrantTurn
-                try:
-                    if turn.span is None:
-                        outputs[index] = await run_function_tool(agent, tool, call, run, turn.wiring)
-                    else:
-                        outputs[index] = await _traced_tool(turn, tool, call)
-                except Exception as error:  # a tripped tool guardrail, or a tool with failure_error_function=None
-                    raise _tool_failure(error, tool, outputs, index) from error
-                finally:
-                    INSIDE.set(outer)  # not reset(token): an abandoned stream may be closed from another context
+                output = await _invoke(turn, tool, call, nested, outputs, index)
+                if await nested.pause(turn, emit):  # its nested run waits for approvals: so does this call
+                    outputs[index] = _AWAITING
+                    return
+                outputs[index] = output
             state.results.append((index, tool, call, outputs[index]))
         case UnknownTool():
             available = [tool.qualified_name for tool in setup.function_tools.values()]
@@ -216,10 +205,30 @@ async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: Em
             assert_never(step)
 
 
+async def _invoke(
+    turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall, nested: NestedRun, outputs: list[Any], index: int
+) -> Any:
+    """Run the function tool (traced when the turn is); whatever it left in the SDK's store of nested runs is taken
+    out, even when it fails."""
+    run = turn.run
+    outer = INSIDE.get()
+    INSIDE.set(run.inside)  # a turn of this chat that the tool starts raises ReentrantTurn
+    try:
+        if turn.span is None:
+            return await run_function_tool(turn.agent, tool, call, run, turn.wiring, nested)
+        return await _traced_tool(turn, tool, call, nested)
+    except Exception as error:  # a tripped tool guardrail, or a tool with failure_error_function=None
+        raise _tool_failure(error, tool, outputs, index) from error
+    finally:
+        INSIDE.set(outer)  # not reset(token): an abandoned stream may be closed from another context
+        nested.take()
+
+
 async def _wait_for_approval(turn: Turn, call: ResponseFunctionToolCall, emit: EmitEvent | None) -> None:
     """The call joins the turn's interruptions (and `approval_requested` is emitted): resume decides. The thread marks
-    the call as waiting, so a later process knows it never ran."""
-    await _mark(turn, AWAITING_APPROVAL, call.call_id)
+    the call as waiting, so a later process knows it never ran, with the model calls the turn made so far, which its
+    resume goes on counting towards max_steps."""
+    await _mark(turn, AWAITING_APPROVAL, call.call_id, turn.steps)
     run = turn.run
     run.interruptions.append(Interruption(
         agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
@@ -232,8 +241,8 @@ async def _wait_for_approval(turn: Turn, call: ResponseFunctionToolCall, emit: E
         ))
 
 
-async def _mark(turn: Turn, kind: str, call_id: str) -> None:
-    stored = turn.thread.add([call_mark(kind, call_id)])
+async def _mark(turn: Turn, kind: str, call_id: str, steps: int | None = None) -> None:
+    stored = turn.thread.add([call_mark(kind, call_id, steps)])
     turn.thread.has_marks = True
     if stored is not None:
         await stored
@@ -247,46 +256,49 @@ def _tool_failure(error: Exception, tool: FunctionTool, outputs: list[Any], inde
     return failure
 
 
-def _decided(run: Run, tool: FunctionTool, call: ResponseFunctionToolCall) -> str | None:
-    """"reject", "approved", "run" or "wait": the user's decision from resume, else the tool's fixed
-    `needs_approval`; None when `needs_approval` is a function (`_asked`)."""
-    if run.rejected and call.call_id in run.rejected:
+def _decided(run: Run, step: FunctionToolCall) -> str | None:
+    """"reject", "approved", "run" or "wait": the user's decision from resume; a call that already waited and is
+    still undecided waits again (its policy is not asked again, as under `Runner`); else the tool's fixed
+    `needs_approval`; None when `needs_approval` is not a bool: a function (`_asked`)."""
+    call_id = step.call.call_id
+    if call_id in run.rejected:
         return "reject"
-    if run.approved and call.call_id in run.approved:
+    if call_id in run.approved:
         return "approved"
-    needs = tool.needs_approval
-    if callable(needs):
+    if step.resume:
+        return "wait"
+    needs = step.tool.needs_approval
+    if not isinstance(needs, bool):  # a function; anything else is refused by the SDK's check as by `Runner`
         return None
     return "wait" if needs else "run"
 
 
 async def _asked(run: Run, tool: FunctionTool, call: ResponseFunctionToolCall) -> str:
-    """"wait" or "run", as the tool's `needs_approval` function says for this call."""
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except ValueError:
-        arguments = {}
-    needs: Any = tool.needs_approval
-    decided = needs(run.context(), arguments if isinstance(arguments, dict) else {}, call.call_id)
-    if inspect.isawaitable(decided):
-        decided = await decided
-    return "wait" if decided else "run"
+    """"wait" or "run", as `Runner` decides it with the tool's `needs_approval` function: arguments that are not a
+    JSON object, or that the tool's validation would change, wait without the function being asked (`_sdk`)."""
+    wants = await _sdk.policy_wants_approval(tool, run.context(), call.arguments, call.call_id)
+    return "wait" if wants else "run"
 
 
-async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> Any:
+async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall, nested: NestedRun) -> Any:
     span = started(function_span(name=trace_name(call), input=call.arguments, parent=turn.span))
     assert turn.run.trace is not None  # only traced turns get here
     try:
         with current(turn.run.trace, span):  # the SDK attaches a handled tool error to the current span
-            output = await run_function_tool(turn.agent, tool, call, turn.run, turn.wiring)
+            output = await run_function_tool(turn.agent, tool, call, turn.run, turn.wiring, nested)
         span.span_data.output = output if isinstance(output, str) else _as_text(output)
         return output
     finally:
         finish(span)
 
 
-def rejected_output(tool_name: str) -> str:
-    return f"The user rejected this call to {tool_name!r}; it did not run. Do not call it again unless asked."
+REJECTION_MESSAGE = "Tool execution was not approved."
+"""What the model reads for a rejected call without a message of its own (the SDK's text)."""
+
+
+def rejected_output(message: str | None) -> str:
+    """The output of a call the user rejected: the message given with the rejection, else `REJECTION_MESSAGE`."""
+    return REJECTION_MESSAGE if message is None else message
 
 
 async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: EmitEvent | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +16,7 @@ from .._threads._manager import ThreadManager, clean_up
 from .._threads._thread_items import is_finished, message_text, turn_mark, turn_start, without_call_marks
 from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
+from ._nested_runs import paused_run_in, waiting_ids, waits
 from ._results import Interruption, ResponseStream, RunResult
 from ._state import USER_CALLER, AgentTurn, Run, Turn
 from ._tracing import close_trace, open_trace
@@ -106,7 +108,7 @@ def resume_turn(
     chat_id: str,
     context: Any,
     approve: frozenset[str],
-    reject: frozenset[str],
+    reject: Mapping[str, str | None],
     stream: ResponseStream,
     agent_turn: AgentTurn,
     turn_id: str | None = None,
@@ -119,17 +121,19 @@ def resume_turn(
         inside = entered(manager, chat_id)
         async with manager.hold(chat_id):
             await manager.ensure_loaded(chat_id)
-            run = Run(chat_id, stream.streaming, context, approve, reject, inside, turn_id)
+            kept = manager.paused_contexts.get(chat_id) if context is None else context  # as Runner's RunState
+            run = Run(chat_id, stream.streaming, kept, approve, reject, inside, turn_id)
             again = None if turn_id is None else _resumed_before(entries, manager, run, turn_id)
             if again is not None:
                 return await _turn_again(manager, again[0], again[1], stream, agent_turn)
             agent, wiring = _unfinished_entry(entries, manager, chat_id)
             pending = _waiting_call_ids(manager, chat_id)
-            unknown = sorted((approve | reject) - pending)
-            if unknown or approve & reject:
+            both = approve & reject.keys()
+            unknown = sorted((approve | reject.keys()) - pending)
+            if unknown or both:
                 raise ConfigError(
-                    f"resume: call ids {sorted(approve & reject) or unknown} are "
-                    f"{'both approved and rejected' if approve & reject else 'not waiting in chat ' + repr(chat_id)}; "
+                    f"resume: call ids {sorted(both) or unknown} are "
+                    f"{'both approved and rejected' if both else 'not waiting in chat ' + repr(chat_id)}; "
                     f"the calls waiting are: {sorted(pending) or 'none'}."
                 )
             turn = Turn(
@@ -155,14 +159,20 @@ def _resumed_before(
         begun = None if items is None else turn_start(items, turn_id)
         if begun is not None:
             waiting = _waiting_call_ids(manager, run.chat_id)
-            run.approved, run.rejected = run.approved & waiting, run.rejected & waiting
+            run.approved = run.approved & waiting
+            run.rejected = {call_id: text for call_id, text in run.rejected.items() if call_id in waiting}
             thread = manager.get_thread(run.chat_id, USER_CALLER, name)
             return Turn(agent, wiring, thread, USER_CALLER, 0, run), begun
     return None
 
 
 def _waiting_call_ids(manager: ThreadManager, chat_id: str) -> set[str]:
-    return {str(call.get("call_id")) for calls in manager.waiting_calls(chat_id).values() for call in calls}
+    """The ids a resume may decide on: each waiting call's, or those its agent tool's paused nested run waits for."""
+    threads = manager.get_threads(chat_id)
+    return {
+        call_id for key, calls in manager.waiting_calls(chat_id).items() for call in calls
+        for call_id in waiting_ids(threads[key], call)
+    }
 
 
 def entered(manager: ThreadManager, chat_id: str) -> Inside:
@@ -210,6 +220,9 @@ async def _entry_turn(
     finally:
         if turn.paused or not finished:  # calls wait for approval, or a failed append left one without its output
             manager.mark_unanswered(chat_id)
+            manager.paused_contexts[chat_id] = run.user_context  # what a resume without a context= goes on with
+        else:
+            manager.paused_contexts.pop(chat_id, None)
         if run.trace is not None:
             close_trace(run.trace)
         if manager.saves_turns:
@@ -258,18 +271,15 @@ async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: W
     """Before a new message: calls waiting for approval stop it; calls a crash cut short get "interrupted" outputs."""
     agents = _reachable(agent, wiring)
     depths = _thread_depths(list(manager.get_threads(chat_id)))
+    threads = manager.get_threads(chat_id)
     waiting: list[Interruption] = []
     for key, calls in manager.waiting_calls(chat_id).items():
         sender, recipient = key.split("->", 1)
         tools = {tool.name: tool for tool in agents[recipient].tools} if recipient in agents else {}
+        where = Interruption(agent=recipient, caller=sender, depth=depths.get(key, 0), chat_id=chat_id, call_id="",
+                             tool="", arguments="")
         for call in calls:
-            tool = tools.get(str(call.get("name")))
-            if isinstance(tool, FunctionTool):
-                waiting.append(Interruption(
-                    agent=recipient, caller=sender, depth=depths.get(key, 0), chat_id=chat_id,
-                    call_id=str(call.get("call_id")), tool=tool.name, arguments=str(call.get("arguments", "")),
-                    namespace=call.get("namespace") or None,
-                ))
+            waiting += _interruptions(threads[key], call, tools, where)
     if waiting:
         listing = ", ".join(f"{item.call_id} ({item.agent}.{item.tool})" for item in waiting)
         raise ChatPaused(
@@ -278,6 +288,28 @@ async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: W
             chat_id=chat_id, interruptions=waiting,
         )
     await manager.repair_chat(chat_id)
+
+
+def _interruptions(
+    items: list[dict[str, Any]], call: dict[str, Any], tools: Mapping[str, Any], where: Interruption
+) -> list[Interruption]:
+    """What a waiting call of a thread (agent, caller, depth and chat in `where`) stands for: the calls its agent
+    tool's paused nested run waits for, a hosted MCP approval request (named by its id), or the call itself while
+    its agent still has the tool."""
+    call_id = str(call.get("call_id") or call.get("id"))
+    nested = waits(paused_run_in(items, call_id))
+    if nested:
+        return [dataclasses.replace(
+            where, agent=wait["agent"], caller=where.agent, depth=where.depth + 1, call_id=wait["call_id"],
+            tool=wait["tool"], arguments=wait["arguments"],
+        ) for wait in nested]
+    name = str(call.get("name"))
+    if call.get("type") != "mcp_approval_request" and not isinstance(tools.get(name), FunctionTool):
+        return []
+    return [dataclasses.replace(
+        where, call_id=call_id, tool=name, arguments=str(call.get("arguments") or ""),
+        namespace=call.get("namespace") or None,
+    )]
 
 
 def _reachable(agent: AgentBase, wiring: Wiring) -> dict[str, AgentBase]:

@@ -1,8 +1,7 @@
-"""Model output items beyond messages and function calls: hosted tool calls, MCP approvals, local-execution calls."""
+"""Model output items beyond messages and function calls: hosted tool calls and local-execution calls."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -10,11 +9,8 @@ from agents import (
     ApplyPatchTool,
     ComputerTool,
     CustomTool,
-    HostedMCPTool,
     LocalShellTool,
-    MCPToolApprovalRequest,
     ModelBehaviorError,
-    RunContextWrapper,
     ShellTool,
 )
 
@@ -48,8 +44,8 @@ agents never have one: `refused_tool` stops them when the agent is built)."""
 
 
 def refused_tool(agent_name: str, tools: Iterable[Any]) -> None:
-    """Raise ConfigError for a tool the loop does not run: local-execution tools, and hosted MCP servers that ask
-    for approval with nobody to answer."""
+    """Raise ConfigError for a tool the loop does not run: local-execution tools. (A hosted MCP server that asks for
+    approval with nobody to answer is not refused: its requests pause the turn, as under `Runner`.)"""
     for tool in tools:
         kind = _local_kind(tool)
         if kind is not None:
@@ -57,12 +53,6 @@ def refused_tool(agent_name: str, tools: Iterable[Any]) -> None:
                 f"Agent {agent_name!r} has a {kind} ({type(tool).__name__} {getattr(tool, 'name', '')!r}); "
                 "agency_swarm's loop does not run local-execution tools. Wrap what it should do in a function_tool "
                 "instead, or run this agent with agents.Runner."
-            )
-        if isinstance(tool, HostedMCPTool) and tool.on_approval_request is None and _asks_approval(tool):
-            raise ConfigError(
-                f"Agent {agent_name!r}: hosted MCP server {tool.tool_config.get('server_label')!r} asks for "
-                "approval but has no on_approval_request; pass HostedMCPTool(..., on_approval_request=fn) or set "
-                "require_approval='never' in its tool_config."
             )
 
 
@@ -80,10 +70,6 @@ def _local_kind(tool: Any) -> str | None:
         if environment is None or environment.get("type") == "local":
             return "local shell tool"
     return None
-
-
-def _asks_approval(tool: HostedMCPTool) -> bool:
-    return tool.tool_config.get("require_approval", "always") != "never"
 
 
 def unusual_items(output: Sequence[Any], tools: Sequence[Any]) -> list[dict[str, Any]]:
@@ -119,32 +105,3 @@ def _strip_shell_fields(item: dict[str, Any]) -> None:
         for entry in item.get("output") or ():
             if isinstance(entry, dict):
                 entry.pop("created_by", None)
-
-
-async def mcp_approval_responses(
-    requests: Sequence[Any], tools: Sequence[Any], context: RunContextWrapper[Any]
-) -> list[dict[str, Any]]:
-    """The `mcp_approval_response` items for hosted MCP approval requests, decided by each server's
-    on_approval_request (as `Runner` does)."""
-    servers = {
-        tool.tool_config.get("server_label"): tool for tool in tools if isinstance(tool, HostedMCPTool)
-    }
-    responses: list[dict[str, Any]] = []
-    for request in requests:
-        server = servers.get(request.server_label)
-        if server is None:
-            raise ModelBehaviorError(f"MCP server label {request.server_label} not found")
-        if server.on_approval_request is None:  # refused when the agent is built; the tool list changed since
-            raise ModelBehaviorError(
-                f"Hosted MCP server {request.server_label} asked for approval and has no on_approval_request."
-            )
-        decided = server.on_approval_request(MCPToolApprovalRequest(context, request))
-        result = await decided if inspect.isawaitable(decided) else decided
-        response: dict[str, Any] = {
-            "approval_request_id": request.id, "approve": bool(result["approve"]), "type": "mcp_approval_response",
-        }
-        reason = result.get("reason")
-        if not response["approve"] and reason:
-            response["reason"] = reason
-        responses.append(response)
-    return responses

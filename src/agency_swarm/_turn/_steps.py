@@ -44,6 +44,8 @@ RUN_AGAIN = RunAgain()  # it carries nothing, so one instance serves every turn
 class FunctionToolCall:
     call: ResponseFunctionToolCall
     tool: FunctionTool
+    resume: bool = False
+    """Resuming a stored turn: the call waited for approval before (only those are run on resume)."""
 
 
 @dataclass(slots=True)
@@ -68,7 +70,8 @@ ToolResult = tuple[int, FunctionTool, ResponseFunctionToolCall, Any]
 class RunTools:
     calls: list[ToolCallStep]
     mcp_approvals: Sequence[Any] = ()
-    """Hosted MCP approval requests, answered by their server's on_approval_request after the calls ran."""
+    """Hosted MCP approval requests, decided after the calls ran (by the user on resume, else by their server's
+    on_approval_request; undecided, they wait)."""
     used_tools: bool = True
     """The response used a tool (`_outputs.USED_TOOLS`): `reset_tool_choice` then applies. False for a response of
     MCP approval requests or tool listings only, as under `Runner`."""
@@ -87,7 +90,7 @@ def classify(setup: Setup, call: ResponseFunctionToolCall, *, resume: bool = Fal
         return SendMessage(call, resume)
     else:
         tool = setup.function_tools.get(call.name)
-    return UnknownTool(call) if tool is None else FunctionToolCall(call, tool)
+    return UnknownTool(call) if tool is None else FunctionToolCall(call, tool, resume)
 
 
 def next_step(turn: Turn, setup: Setup, output: Sequence[Any]) -> NextStep:

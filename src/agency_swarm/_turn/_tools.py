@@ -32,6 +32,7 @@ from ._tool_keys import call_key, tool_key
 
 if TYPE_CHECKING:
     from ._definition import AgentBase, Wiring
+    from ._nested_runs import NestedRun
 
 logger = logging.getLogger("agency_swarm")
 
@@ -170,8 +171,13 @@ async def run_function_tool(
     call: ResponseFunctionToolCall,
     run: ToolRun,
     wiring: Wiring | None = None,
+    nested: NestedRun | None = None,
 ) -> Any:
-    """Invoke one tool the way the SDK's runner does (timeouts, failure formatters); never raises for tool errors."""
+    """Invoke one tool the way the SDK's runner does (timeouts, failure formatters); never raises for tool errors.
+
+    `nested` scopes what an agent tool keeps in the SDK's store; as under `Runner`, a call that continues a paused
+    nested run skips input guardrails and on_tool_start, and one whose nested run pauses skips output guardrails
+    and on_tool_end (they run when it finishes)."""
     show = agent.show_tool_errors
     if show is None:
         show = True if wiring is None else wiring.show_tool_errors
@@ -187,9 +193,11 @@ async def run_function_tool(
             context = tool_context(run, call, agent, run_config)
             return await _invoked(replaying(tool, error), tool, context, call.arguments)
     context = tool_context(run, call, agent, run_config)
+    if nested is not None:
+        nested.bind(context)
     if guarded:
-        return await _guarded(agent, tool, call, context, run)
-    if hooks is not None:
+        return await _guarded(agent, tool, call, context, run, nested)
+    if hooks is not None and not (nested is not None and nested.continuing):
         await hooks.on_tool_start(context, agent, tool)
     if direct is not None and parsed is not None:
         try:
@@ -198,25 +206,33 @@ async def run_function_tool(
             output = await _invoked(replaying(tool, error), tool, context, call.arguments)
     else:
         output = await _invoked(tool.on_invoke_tool, tool, context, call.arguments)
-    if hooks is not None:
+    if hooks is not None and not (nested is not None and nested.paused()):
         await hooks.on_tool_end(context, agent, tool, output)
     return output
 
 
 async def _guarded(
-    agent: AgentBase, tool: FunctionTool, call: ResponseFunctionToolCall, context: ToolContext[Any], run: ToolRun
+    agent: AgentBase,
+    tool: FunctionTool,
+    call: ResponseFunctionToolCall,
+    context: ToolContext[Any],
+    run: ToolRun,
+    nested: NestedRun | None,
 ) -> Any:
     """A tool with guardrails, in `Runner`'s order: input guardrails (a rejection means the tool never runs and no
     hook sees it), on_tool_start, the SDK's own invocation, output guardrails, then on_tool_end with what the model
     will read."""
     log = getattr(run, "guardrail_log", None)
-    rejected = await check_tool_input(tool, context, agent, log)
+    continuing = nested is not None and nested.continuing
+    rejected = None if continuing else await check_tool_input(tool, context, agent, log)
     if rejected is not None:
         return rejected
     hooks = agent.hooks
-    if hooks is not None:
+    if hooks is not None and not continuing:
         await hooks.on_tool_start(context, agent, tool)
     output = await _invoked(tool.on_invoke_tool, tool, context, call.arguments)
+    if nested is not None and nested.paused():
+        return output
     output = await check_tool_output(tool, context, agent, output, log)
     if hooks is not None:
         await hooks.on_tool_end(context, agent, tool, output)
