@@ -510,10 +510,12 @@ async def test_resume_keeps_the_paused_turns_context_unless_given_another() -> N
 async def test_a_finished_or_deleted_chat_keeps_no_context() -> None:
     ops, _ = solo([ToolCall("whoami", {}), "done"], [whoami])
     agency = Agency(ops)
-    kept = agency.thread_manager.paused_contexts
+    kept = agency.thread_manager.paused_turns
     finished = await agency.get_response("who?", chat_id="finished", context={"user": "ann"})
     await agency.get_response("who?", chat_id="deleted", context={"user": "bob"})
-    assert kept == {"finished": {"user": "ann"}, "deleted": {"user": "bob"}}
+    assert {chat: paused.context for chat, paused in kept.items()} == {
+        "finished": {"user": "ann"}, "deleted": {"user": "bob"},
+    }
     await agency.resume("finished", approve=[finished.interruptions[0].call_id])
     await agency.thread_manager.delete_chat("deleted")
     assert kept == {}

@@ -125,6 +125,18 @@ async def test_approving_continues_the_nested_run_then_the_calling_turn(stream: 
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["blocking", "streamed"])
+async def test_the_agent_tools_model_calls_count_in_the_turns_usage_under_its_agent(stream: bool) -> None:
+    agency, _, _ = solo()
+    paused, _ = await paused_turn(agency, "c", stream)
+    assert {name: usage.requests for name, usage in paused.usage_by_agent.items()} == {"Main": 1, "Cleaner": 1}
+    result, _ = await resumed(agency, "c", stream, approve=[paused.interruptions[0].call_id])
+    # as Runner's run context: the resumed turn's usage goes on from the pause, the nested run's calls included
+    assert {name: usage.requests for name, usage in result.usage_by_agent.items()} == {"Main": 2, "Cleaner": 2}
+    assert result.usage.requests == 4
+    assert len(result.usage.request_usage_entries) == 4
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["blocking", "streamed"])
 async def test_rejecting_tells_the_nested_agent_and_never_runs_the_tool(stream: bool) -> None:
     agency, model, cleaner_model = solo()
     paused, _ = await paused_turn(agency, "c", stream)

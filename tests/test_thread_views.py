@@ -80,7 +80,7 @@ def expected_marks(call_id: str) -> dict[str, list[dict[str, Any]]]:
     return {
         "user->CEO": [{"type": "agency_swarm.turn_started", "turn_id": "t1"},
                       {"type": "agency_swarm.turn_started", "turn_id": "t2"}],
-        "CEO->Developer": [{"type": "agency_swarm.awaiting_approval", "call_id": call_id},
+        "CEO->Developer": [{"type": "agency_swarm.awaiting_approval", "call_id": call_id, "steps": 1},
                            {"type": "agency_swarm.approved_run", "call_id": call_id}],
     }
 

@@ -750,7 +750,9 @@ async def run_ours(scenario: Scenario, stream: bool) -> Outcome:
         outcome.results.append(result)
         outcome.final_output = result.final_output
         outcome.usage = usage_view(result.usage)
-        outcome.usage_by_agent = {name: usage_view(usage) for name, usage in result.usage_by_agent.items()}
+        by_agent = result.usage_by_agent  # Runner has one total: agent tools' agents count in their caller's
+        outcome.usage_by_agent = {name: usage_view(usage) for name, usage in by_agent.items()} if set(
+            by_agent) <= {AGENT_NAME} else {AGENT_NAME: outcome.usage}
         outcome.items = (outcome.items or []) + copy.deepcopy(list(result.new_items))
         outcome.interruptions += [
             {"tool": item.tool, "arguments": item.arguments, "call_id": item.call_id, "run": run}

@@ -7,6 +7,7 @@ import copy
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, ReentrantTurn
@@ -206,6 +207,15 @@ class ConversationThread:
         return f"ConversationThread({self.chat_id!r}, {self.key!r}, {len(self.items)} items)"
 
 
+
+@dataclass(frozen=True, slots=True)
+class PausedTurn:
+    """What a paused (or cut short) top-level turn leaves in memory for a resume in the same process, as `Runner`'s
+    `RunState` keeps them: the caller's context and the usage records of the model calls made so far."""
+
+    context: Any
+    usage_records: list[Any]
+
 class ThreadManager:
     """One ConversationThread per (chat_id, sender, recipient), loaded once from the store and saved item by item."""
 
@@ -249,9 +259,10 @@ class ThreadManager:
         """Per chat held in memory, the store version it holds (stores whose turn lock yields a ChatVersion)."""
         self.recipients: frozenset[str] | None = None
         """The agents of the chart (set by the Agency): a loaded thread for any other recipient is left out."""
-        self.paused_contexts: dict[str, Any] = {}
-        """The context each chat's unfinished turn ran with, for a resume in this process that passes none. Never
-        stored: it leaves with the chat when the chat leaves memory."""
+        self.paused_turns: dict[str, PausedTurn] = {}
+        """What each chat's unfinished turn leaves for a resume in this process: its context (for a resume that passes
+        none) and its usage (a resumed turn's usage counts the calls before the pause). Never stored: it leaves with
+        the chat when the chat leaves memory."""
 
     def subscribe(self, listener: ItemListener) -> None:
         """Call `listener(thread, item)` for every item any thread gets from now on, the moment it gets it."""
@@ -529,7 +540,7 @@ class ThreadManager:
             self._chats.pop(chat_id, None)
             self._versions.pop(chat_id, None)
             self._unanswered.discard(chat_id)  # derived again from the store when the chat is loaded again
-            self.paused_contexts.pop(chat_id, None)
+            self.paused_turns.pop(chat_id, None)
 
     def _drop_idle_lock(self, chat_id: str) -> bool:
         """Forget the chat's lock unless a turn holds it or waits for it; False when it is in use."""
@@ -554,7 +565,7 @@ class ThreadManager:
         # not in the middle of a turn, in this process or another; nothing of the chat is read, it is going
         async with self.hold(chat_id, catch_up=False):
             self._forget(chat_id)
-            self.paused_contexts.pop(chat_id, None)
+            self.paused_turns.pop(chat_id, None)
             if self.store is not None:
                 await self.store.delete(chat_id)
         self._drop_idle_lock(chat_id)  # deleted chats leave nothing behind, locks included

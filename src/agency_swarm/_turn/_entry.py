@@ -12,7 +12,7 @@ from agents import FunctionTool
 from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn
 from .._base._events import AgentFinished, ToolCalled, ToolOutput
 from .._base._sync import INSIDE, Inside
-from .._threads._manager import ThreadManager, clean_up
+from .._threads._manager import PausedTurn, ThreadManager, clean_up
 from .._threads._thread_items import is_finished, message_text, turn_mark, turn_start, without_call_marks
 from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
@@ -121,8 +121,11 @@ def resume_turn(
         inside = entered(manager, chat_id)
         async with manager.hold(chat_id):
             await manager.ensure_loaded(chat_id)
-            kept = manager.paused_contexts.get(chat_id) if context is None else context  # as Runner's RunState
+            paused = manager.paused_turns.get(chat_id)  # as Runner's RunState: its context and usage go on
+            kept = paused.context if context is None and paused is not None else context
             run = Run(chat_id, stream.streaming, kept, approve, reject, inside, turn_id)
+            if paused is not None:
+                run.usage_records = list(paused.usage_records)
             again = None if turn_id is None else _resumed_before(entries, manager, run, turn_id)
             if again is not None:
                 return await _turn_again(manager, again[0], again[1], stream, agent_turn)
@@ -168,7 +171,7 @@ def _resumed_before(
 
 def _waiting_call_ids(manager: ThreadManager, chat_id: str) -> set[str]:
     """The ids a resume may decide on: each waiting call's, or those its agent tool's paused nested run waits for."""
-    threads = manager.get_threads(chat_id)
+    threads = manager.get_threads(chat_id, include_marks=True)
     return {
         call_id for key, calls in manager.waiting_calls(chat_id).items() for call in calls
         for call_id in waiting_ids(threads[key], call)
@@ -220,9 +223,9 @@ async def _entry_turn(
     finally:
         if turn.paused or not finished:  # calls wait for approval, or a failed append left one without its output
             manager.mark_unanswered(chat_id)
-            manager.paused_contexts[chat_id] = run.user_context  # what a resume without a context= goes on with
+            manager.paused_turns[chat_id] = PausedTurn(run.user_context, run.usage_records)  # a resume goes on
         else:
-            manager.paused_contexts.pop(chat_id, None)
+            manager.paused_turns.pop(chat_id, None)
         if run.trace is not None:
             close_trace(run.trace)
         if manager.saves_turns:
@@ -271,7 +274,7 @@ async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: W
     """Before a new message: calls waiting for approval stop it; calls a crash cut short get "interrupted" outputs."""
     agents = _reachable(agent, wiring)
     depths = _thread_depths(list(manager.get_threads(chat_id)))
-    threads = manager.get_threads(chat_id)
+    threads = manager.get_threads(chat_id, include_marks=True)
     waiting: list[Interruption] = []
     for key, calls in manager.waiting_calls(chat_id).items():
         sender, recipient = key.split("->", 1)

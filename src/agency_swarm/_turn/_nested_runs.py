@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agents import RunContextWrapper, RunResult, RunResultStreaming, RunState, UserError
+from agents import RunContextWrapper, RunResult, RunResultStreaming, RunState, Usage, UserError
 from agents.agent_tool_state import (
     consume_agent_tool_run_result,
     peek_agent_tool_run_result,
@@ -45,25 +45,33 @@ class NestedRun:
     (`mark`, on resume, and `state` once every call that run waits for is decided), and what the tool left in the
     store when it returned (`result`)."""
 
-    __slots__ = ("bound", "call", "mark", "result", "scope", "state")
+    __slots__ = ("bound", "call", "mark", "result", "run", "scope", "state", "usage")
 
     def __init__(self, run: Run, call: ResponseFunctionToolCall, mark: Item | None = None) -> None:
-        self.call, self.mark = call, mark
+        self.run, self.call, self.mark = run, call, mark
         self.scope = f"agency_swarm:{id(run):x}:{call.call_id}"
         """Unique among the runs alive in this process; the call's entries never outlive the call (`take`)."""
         self.bound = False
         self.result: Any = None
         self.state: Any = None
+        self.usage: tuple[tuple[str, str], Usage] | None = None
+        """An agent tool's (usage key, the usage its nested run adds up): the turn's usage counts it, as `Runner`'s
+        run context does."""
 
     @property
     def continuing(self) -> bool:
         """The call continues a nested run that paused: the tool was started (and its hooks called) before."""
         return self.mark is not None
 
-    def bind(self, context: Any) -> None:
+    def bind(self, context: Any, tool: Any) -> None:
         """Give the call's ToolContext this call's scope, under which an agent tool keeps its nested run; a run to
-        continue goes there first, where the tool looks before starting its agent again."""
+        continue goes there first, where the tool looks before starting its agent again. An agent tool's nested run
+        adds its model calls' usage to a Usage of its own, recorded with the turn's when the call ends (`take`)."""
         set_agent_tool_state_scope(context, self.scope)
+        agent = _sdk.agent_of_tool(tool)
+        if agent is not None:
+            self.usage = ((agent.name, _model_label(agent)), Usage())
+            context.usage = self.usage[1]
         self.bound = True
         if self.state is not None:
             record_agent_tool_resume_state(self.call, self.state, scope_id=self.scope)
@@ -77,6 +85,9 @@ class NestedRun:
         """Take the call's entry out of the SDK's store (kept in `result`): never left for anyone else."""
         if self.bound:
             self.result = consume_agent_tool_run_result(self.call, scope_id=self.scope)
+        if self.usage is not None and self.usage[1].requests:
+            self.run.record(*self.usage)
+            self.usage = None
 
     async def verdict(self, turn: Turn, tool: Any, emit: EmitEvent | None) -> str:
         """"approved" when the user decided on every call the paused nested run waits for: the run goes on with the
@@ -134,6 +145,14 @@ class NestedRun:
         turn.thread.has_marks = True
         if stored is not None:
             await stored
+
+
+def _model_label(agent: Any) -> str:
+    """The model name a usage key carries, as the loop's own (`_prepare`): the name given, or the model's."""
+    model = agent.model
+    if model is None or isinstance(model, str):
+        return model or "default"
+    return getattr(model, "model_name", None) or type(model).__name__
 
 
 def nested_run(turn: Turn, call: ResponseFunctionToolCall, resume: bool) -> NestedRun:

@@ -194,7 +194,7 @@ async def run_function_tool(
             return await _invoked(replaying(tool, error), tool, context, call.arguments)
     context = tool_context(run, call, agent, run_config)
     if nested is not None:
-        nested.bind(context)
+        nested.bind(context, tool)
     if guarded:
         return await _guarded(agent, tool, call, context, run, nested)
     if hooks is not None and not (nested is not None and nested.continuing):
