@@ -45,6 +45,10 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
     Calls waiting for approval pause the turn (`turn.paused`): they stay without outputs until resume decides. A
     send runs its recipient's whole turn with `agent_turn` (the loop's, handed down: this module sits below it).
     """
+    if turn.held is not None:  # the response these calls came in, stored before any of them runs
+        stored = turn.store_held()
+        if stored is not None:
+            await stored
     calls = step.calls
     state = Calls(turn.thread, calls, agent_turn)
     if calls:

@@ -281,11 +281,15 @@ async def _check_input_guardrails(turn: Turn, message: str) -> None:
 
 
 async def _before_finishing(turn: Turn, output: Any) -> None:
-    """Output guardrails, then the on_end hook."""
+    """Output guardrails, the final answer stored once they pass (a blocked one never is), then the on_end hook."""
     agent, context = turn.agent, turn.run.context()
     for guardrail in agent.output_guardrails:
         result = await guardrail.run(context, agent, output)
         if result.output.tripwire_triggered:
+            turn.held = None
             raise named_tripwire(OutputGuardrailTripwireTriggered(result), agent.name)
+    stored = turn.store_held()
+    if stored is not None:
+        await stored
     if agent.hooks is not None:
         await agent.hooks.on_end(context, agent, output)

@@ -32,6 +32,10 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
     turn's reader as it arrives (and is retried only until the first one has), a blocking one awaits the response.
     """
     agent, run = turn.agent, turn.run
+    if turn.held is not None:  # the last response asked for another call without tools (a hosted call, say)
+        stored = turn.store_held()
+        if stored is not None:
+            await stored
     history: Any = model_history(turn)  # plain dicts in Responses-API input shape
     hooks = agent.hooks
     if hooks is not None:
@@ -58,9 +62,12 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
     output = response.output
     usual = len(output) == 1 and output[0].type in _USUAL
     items = [stored_item(output[0])] if usual else unusual_items(output, setup.tools)
-    stored = turn.thread.add(items)
-    if stored is not None:
-        await stored
+    if agent.output_guardrails:  # stored by the loop: now if the response asks for more, else once they pass
+        turn.held = items
+    else:
+        stored = turn.thread.add(items)
+        if stored is not None:
+            await stored
     if not usual and turn.emit is not None:
         await emit_hosted(turn, items)
     return output

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,6 +120,15 @@ class Turn:
     """Where this turn's events go; None when nobody reads them (then none is built)."""
     sent_by: str | None = None
     """The call id of the send_message call that delivered this turn's message (None: not a send)."""
+    held: list[dict[str, Any]] | None = None
+    """The last response's items, not stored yet: an agent with output guardrails stores a final answer only once
+    they pass (a blocked answer never joins the thread, as under `Runner` with a session). A response that asks for
+    more is stored before its tools run (`run_tools`) or the next model call (`call_model`)."""
+
+    def store_held(self) -> Awaitable[None] | None:
+        """Add the held response to the thread; returns the store's append to await, if any."""
+        items, self.held = self.held, None
+        return None if items is None else self.thread.add(items)
 
 
 AgentTurn = Callable[[Turn, "str | None", "str | None"], Coroutine[Any, Any, None]]

@@ -1,0 +1,90 @@
+"""Parity of what a chat keeps when an output guardrail blocks the final answer: `Runner` with a session against
+an agency's chat, over two turns. The blocked answer must not reach the next turn's model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import agents
+import pytest
+from agents import GuardrailFunctionOutput, OutputGuardrailTripwireTriggered, RunContextWrapper, output_guardrail
+
+import agency_swarm
+from parity.harness import AGENT_NAME, Kit, RecordingModel, _compare_values, call, msg, reasoning
+
+BLOCKED = "the SECRET is 42"
+
+
+@output_guardrail(name="no_secrets")
+def _no_secrets(ctx: RunContextWrapper[Any], agent: Any, output: Any) -> GuardrailFunctionOutput:
+    return GuardrailFunctionOutput(output_info="secret found", tripwire_triggered="SECRET" in str(output))
+
+
+def _note_tool(kit: Kit) -> Any:
+    @agents.function_tool
+    def note(text: str) -> str:
+        """Write a note down."""
+        kit.ran("note", {"text": text})
+        return f"noted: {text}"
+
+    return note
+
+
+async def _runner_side(script: list[list[Any]], stream: bool) -> tuple[str | None, RecordingModel]:
+    model = RecordingModel(script)
+    agent = agents.Agent(name=AGENT_NAME, model=model, output_guardrails=[_no_secrets],
+                         tools=[_note_tool(Kit("runner"))])
+    session = agents.SQLiteSession("parity")
+    error: str | None = None
+    for text in ("Hello", "Again"):
+        try:
+            if stream:
+                streamed = agents.Runner.run_streamed(agent, text, session=session)
+                async for _ in streamed.stream_events():
+                    pass
+            else:
+                await agents.Runner.run(agent, text, session=session)
+        except OutputGuardrailTripwireTriggered as tripped:
+            error = error or type(tripped).__name__
+    return error, model
+
+
+async def _our_side(script: list[list[Any]], stream: bool) -> tuple[str | None, RecordingModel]:
+    model = RecordingModel(script)
+    agent = agency_swarm.Agent(name=AGENT_NAME, model=model, output_guardrails=[_no_secrets],
+                               tools=[_note_tool(Kit("ours"))])
+    agency = agency_swarm.Agency([agent])
+    error: str | None = None
+    for text in ("Hello", "Again"):
+        try:
+            if stream:
+                async for _ in agency.get_response_stream(text, chat_id="parity"):
+                    pass
+            else:
+                await agency.get_response(text, chat_id="parity")
+        except OutputGuardrailTripwireTriggered as tripped:
+            error = error or type(tripped).__name__
+    return error, model
+
+
+SCRIPTS = {
+    "blocked_answer": lambda: [[msg(BLOCKED)], [msg("Fine.", "msg_2")]],
+    "blocked_answer_with_reasoning": lambda: [[reasoning(), msg(BLOCKED)], [msg("Fine.", "msg_2")]],
+    "blocked_answer_after_tool": lambda: [
+        [call("note", {"text": "milk"})], [msg(BLOCKED, "msg_2")], [msg("Fine.", "msg_3")],
+    ],
+}
+
+
+@pytest.mark.parametrize("name", list(SCRIPTS))
+async def test_blocked_answer_stays_out_of_the_next_turn(name: str, stream: bool, shortcuts: bool) -> None:
+    runner_error, runner = await _runner_side(SCRIPTS[name](), stream)
+    our_error, ours = await _our_side(SCRIPTS[name](), stream)
+    problems: list[str] = []
+    _compare_values("first turn's error", runner_error, our_error, problems)
+    _compare_values("model call count", len(runner.calls), len(ours.calls), problems)
+    for index, (left, right) in enumerate(zip(runner.calls, ours.calls, strict=False)):
+        _compare_values(f"model call {index + 1}: input", left.input, right.input, problems)
+    assert not problems, "\n".join(problems)
+    assert runner_error == "OutputGuardrailTripwireTriggered"
+    assert BLOCKED not in repr(ours.calls[-1].input)
