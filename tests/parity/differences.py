@@ -185,6 +185,18 @@ def _input_guardrail_sees_text(scenario: Scenario, runner: Outcome, ours: Outcom
         runner.hook_calls = [as_text if line == as_items else line for line in runner.hook_calls]
 
 
+def _parallel_input_guardrail_first(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Runner starts the first model call next to a parallel input guardrail (its streamed path always, its blocking
+    path as the scheduler lets it): when the guardrail trips, that call may have been made. Ours waits for the
+    guardrail: no model call at all."""
+    if not isinstance(runner.error, InputGuardrailTripwireTriggered) or type(ours.error) is not type(runner.error):
+        return
+    if ours.calls or ours.raw_event_types or len(runner.calls) > 1:
+        return
+    runner.calls, runner.raw_event_types, runner.text_deltas = [], [], []
+    runner.hook_calls = [line for line in runner.hook_calls if not line.startswith(("on_llm_start(", "on_llm_end("))]
+
+
 def _mcp_approval_needs_callback(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     """Ours refuses, when the agent is built, a hosted MCP server that asks for approval without an
     on_approval_request; Runner pauses on its request with an interruption."""
@@ -275,6 +287,12 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "an agent input guardrail always gets the user's message text, blocking and streamed, as Runner's blocking "
         "path gives it; Runner's streamed path gives a one-item input list instead",
         _input_guardrail_sees_text,
+    ),
+    Difference(
+        "parallel_input_guardrail_first",
+        "an input guardrail with run_in_parallel=True finishes before the agent's first model call: a tripwire "
+        "stops the turn before the model is called; Runner's streamed path calls the model next to it",
+        _parallel_input_guardrail_first,
     ),
     Difference(
         "mcp_approval_needs_callback",

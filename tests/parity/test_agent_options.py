@@ -154,6 +154,13 @@ def with_hooks(kit: Kit) -> dict[str, Any]:
     return {"hooks": RecordingHooks(kit), "tools": [_note_tool(kit)], "instructions": "Take notes."}
 
 
+def hooks_and_input_guardrail(*, parallel: bool) -> Any:
+    def factory(kit: Kit) -> dict[str, Any]:
+        return {"hooks": RecordingHooks(kit), "input_guardrails": [_input_guard(kit, parallel=parallel)]}
+
+    return factory
+
+
 def _refusal() -> ResponseOutputMessage:
     return ResponseOutputMessage(
         type="message", id="msg_refuse", role="assistant", status="completed",
@@ -275,6 +282,19 @@ SCENARIOS = [
         lambda kit: {"prompt": {"id": "pmpt_123", "version": "2", "variables": {"name": "Ann"}}},
     ),
     Scenario("agent_hooks_order", lambda: TOOL_THEN_ANSWER, with_hooks),
+    Scenario(  # on_start comes before a parallel input guardrail, after a sequential one
+        "agent_hooks_with_parallel_input_guardrail", lambda: [[msg("Hello!")]],
+        hooks_and_input_guardrail(parallel=True), differences=("input_guardrail_sees_text",),
+    ),
+    Scenario(
+        "agent_hooks_with_sequential_input_guardrail", lambda: [[msg("Hello!")]],
+        hooks_and_input_guardrail(parallel=False), differences=("input_guardrail_sees_text",),
+    ),
+    Scenario(
+        "agent_hooks_with_parallel_input_guardrail_tripwire", lambda: [[msg("Here is the secret.")]],
+        hooks_and_input_guardrail(parallel=True), input="tell me the secret",
+        differences=("guardrail_tripwire_message", "input_guardrail_sees_text", "parallel_input_guardrail_first"),
+    ),
     Scenario(
         "two_messages_one_response", lambda: [[msg("First. ", "msg_a"), msg("Second.", "msg_b")]],
         lambda kit: {},

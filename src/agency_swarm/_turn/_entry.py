@@ -43,7 +43,9 @@ async def top_level_turn(
         if not manager.is_loaded(chat_id):
             await manager.ensure_loaded(chat_id)
         thread = manager.get_thread(chat_id, caller, agent.name)
-        run = Run(chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id)
+        run = Run(
+            chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id, message=message
+        )
         turn = Turn(agent, wiring, thread, caller, 0, run)
         begun = None if turn_id is None else turn_start(thread.items, turn_id)
         if begun is not None:
@@ -67,6 +69,7 @@ async def _turn_again(
     result = RunResult(
         final_output=message_text(last) if is_finished([last]) else None,
         new_items=without_call_marks(items[begun:end]), chat_id=turn.run.chat_id, agent=turn.agent.name,
+        last_agent=turn.agent, _run=turn.run,
     )
     if stream is not None:
         if turn.run.streaming:
@@ -224,6 +227,8 @@ async def _entry_turn(
         agent=turn.agent.name,
         usage_records=run.usage_records,
         interruptions=run.interruptions,
+        last_agent=turn.agent,
+        _run=run,
     )
     if run._guardrail_log is not None:
         result.tool_guardrails = run._guardrail_log

@@ -8,12 +8,14 @@ response asks for next), `_calls` (tools and sends). Those that start an agent's
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import Coroutine, Mapping
 from typing import Any, assert_never
 
 from agents import InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered, RunContextWrapper, agent_span
+from agents.run_context import AgentHookContext
 from openai.types.responses import ResponseFunctionToolCall
 
 from .._base._errors import MaxStepsExceeded
@@ -49,6 +51,7 @@ from ._steps import (
     classify,
     next_step,
 )
+from ._tool_guardrails import AgentInputGuardrailResult
 from ._tools import named_tripwire
 from ._tracing import finish, started
 
@@ -186,10 +189,27 @@ async def _announce(turn: Turn, message: str | None) -> None:
             agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=turn.run.chat_id,
             message=_last_user_message(turn.thread) if message is None else message,
         ))
-    if message is not None and agent.input_guardrails:
-        await _check_input_guardrails(turn, message)
+    if message is not None and agent.input_guardrails:  # `run_in_parallel=False`: before the start, as `Runner`
+        await _check_input_guardrails(turn, message, in_parallel=False)
     if agent.hooks is not None:
-        await agent.hooks.on_start(turn.run.context(), agent)
+        await agent.hooks.on_start(_start_context(turn, message), agent)
+    if message is not None and agent.input_guardrails:  # `Runner` runs these next to the first model call
+        await _check_input_guardrails(turn, message, in_parallel=True)
+
+
+def _start_context(turn: Turn, message: str | None) -> AgentHookContext[Any]:
+    """on_start's context: the run's, its `turn_input` the message that started this agent's turn (as `Runner`'s
+    is the run's input); a nested agent gets a copy holding the message it was sent."""
+    wrapper = turn.run.context()
+    turn_input: list[Any] = [{
+        "content": _last_user_message(turn.thread) if message is None else message, "role": "user",
+    }]
+    if turn.depth == 0:
+        wrapper.turn_input = turn_input
+        return wrapper
+    own = copy.copy(wrapper)  # shares usage, context and tool state, as `Runner`'s hook context does
+    own.turn_input = turn_input
+    return own
 
 
 def _last_user_message(thread: ConversationThread) -> str:
@@ -272,24 +292,38 @@ async def _report_last_calls(
 # -- guardrails ----------------------------------------------------------------------------------------------
 
 
-async def _check_input_guardrails(turn: Turn, message: str) -> None:
+async def _check_input_guardrails(turn: Turn, message: str, *, in_parallel: bool) -> None:
+    """The agent's input guardrails of one kind, in order; each result is kept for the RunResult."""
     context: RunContextWrapper[Any] = turn.run.context()
+    kept = turn.run.guardrail_log.agent_inputs
     for guardrail in turn.agent.input_guardrails:
+        if guardrail.run_in_parallel is not in_parallel:
+            continue
         result = await guardrail.run(turn.agent, message, context)
+        kept.append(AgentInputGuardrailResult(guardrail=result.guardrail, output=result.output, agent=turn.agent))
         if result.output.tripwire_triggered:
             raise named_tripwire(InputGuardrailTripwireTriggered(result), turn.agent.name)
 
 
 async def _before_finishing(turn: Turn, output: Any) -> None:
     """Output guardrails, the final answer stored once they pass (a blocked one never is), then the on_end hook."""
-    agent, context = turn.agent, turn.run.context()
-    for guardrail in agent.output_guardrails:
-        result = await guardrail.run(context, agent, output)
-        if result.output.tripwire_triggered:
-            turn.held = None
-            raise named_tripwire(OutputGuardrailTripwireTriggered(result), agent.name)
+    agent = turn.agent
+    if agent.output_guardrails:
+        await _check_output_guardrails(turn, output)
     stored = turn.store_held()
     if stored is not None:
         await stored
     if agent.hooks is not None:
-        await agent.hooks.on_end(context, agent, output)
+        await agent.hooks.on_end(turn.run.context(), agent, output)
+
+
+async def _check_output_guardrails(turn: Turn, output: Any) -> None:
+    """The agent's output guardrails, in order; each result is kept for the RunResult. A tripwire drops the held
+    answer: it never joins the thread."""
+    agent, context, kept = turn.agent, turn.run.context(), turn.run.guardrail_log.agent_outputs
+    for guardrail in agent.output_guardrails:
+        result = await guardrail.run(context, agent, output)
+        kept.append(result)
+        if result.output.tripwire_triggered:
+            turn.held = None
+            raise named_tripwire(OutputGuardrailTripwireTriggered(result), agent.name)

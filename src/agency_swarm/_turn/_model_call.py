@@ -57,8 +57,9 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
         raise
     del history, call  # the thread's list may have been lent (`model_history`): held by nobody, it is not copied
     run.record(setup.usage_key, response.usage)
+    run.responses.append(response)
     if hooks is not None:
-        await hooks.on_llm_end(run.context(), agent, _as_model_response(response))
+        await hooks.on_llm_end(run.context(), agent, as_model_response(response))
     output = response.output
     usual = len(output) == 1 and output[0].type in _USUAL
     items = [stored_item(output[0])] if usual else unusual_items(output, setup.tools)
@@ -132,8 +133,9 @@ def _stream_failure(event: Any) -> str:
     return f"The model failed while streaming: {message}"
 
 
-def _as_model_response(response: ModelResponse | Response) -> ModelResponse:
-    """What `on_llm_end` gets: a streamed response as the SDK's ModelResponse, token details included."""
+def as_model_response(response: ModelResponse | Response) -> ModelResponse:
+    """What `on_llm_end` gets (and `RunResult.raw_responses` holds): a streamed response as the SDK's
+    ModelResponse, token details included."""
     if isinstance(response, ModelResponse):
         return response
     usage = response.usage

@@ -3,21 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from agents import ToolInputGuardrailResult, ToolOutputGuardrailResult, Usage
+from agents import (
+    ModelResponse,
+    OutputGuardrailResult,
+    RunContextWrapper,
+    ToolInputGuardrailResult,
+    ToolOutputGuardrailResult,
+    Usage,
+)
 
 from .._base._events import Event
 from .._model._usage import UsageTotals, totals_by_model
 from ._channel import TurnStart, drive
-from ._tool_guardrails import GuardrailLog
+from ._tool_guardrails import AgentInputGuardrailResult, GuardrailLog
 
 if TYPE_CHECKING:
     from .._model._cost import CostEstimate, ModelPrice
+    from ._definition import AgentBase
+    from ._state import Run
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -49,9 +59,51 @@ class RunResult:
     interruptions: list[Interruption] = field(default_factory=list)
     """Tool calls waiting for approval (nested agents' included); empty unless the turn paused."""
     tool_guardrails: GuardrailLog | None = field(repr=False, default=None)
-    """The turn's tool guardrail results (None when no tool had guardrails); read them through the two properties."""
+    """The turn's guardrail results, tools' and agents' (None when nothing had guardrails); read them through the
+    four `*_guardrail_results` properties."""
     usage_records: list[tuple[tuple[str, str], Any]] = field(repr=False, default_factory=list)
     """((agent, model name), the usage that model call reported) for every model call of the turn, in order."""
+    last_agent: AgentBase | None = field(repr=False, default=None)
+    """The agent that answered (the object; `agent` is its name), as `Runner`'s `last_agent`."""
+    _run: Run | None = field(repr=False, default=None, compare=False)
+    """The turn's shared state: `raw_responses` and `context_wrapper` are built from it when read."""
+
+    @property
+    def input_guardrail_results(self) -> list[AgentInputGuardrailResult]:
+        """Every agent input guardrail that ran in the turn (nested agents' included), in order: the SDK's
+        `InputGuardrailResult` with the `agent` it checked."""
+        return [] if self.tool_guardrails is None else self.tool_guardrails.agent_inputs
+
+    @property
+    def output_guardrail_results(self) -> list[OutputGuardrailResult]:
+        """Every agent output guardrail that ran in the turn (nested agents' included, each result names its
+        `agent`), in order."""
+        return [] if self.tool_guardrails is None else self.tool_guardrails.agent_outputs
+
+    @property
+    def raw_responses(self) -> list[ModelResponse]:
+        """Every model response of the turn (nested agents' included), in the order they came, as the SDK's
+        `ModelResponse`: output items, usage, response id. Their usage sums to `usage`."""
+        built: list[ModelResponse] | None = self.__dict__.get("_raw_responses")
+        if built is None:  # converted when first asked: a streamed call kept the API's Response
+            from ._model_call import as_model_response
+
+            responses = [] if self._run is None else self._run.responses
+            built = self.__dict__["_raw_responses"] = [as_model_response(response) for response in responses]
+        return built
+
+    @property
+    def context_wrapper(self) -> RunContextWrapper[Any]:
+        """The SDK run context the turn's tools, hooks and guardrails got: `context` is the object passed as
+        `context=`, `usage` the turn's usage so far, `turn_input` the user's message."""
+        if self._run is None:
+            return RunContextWrapper(context=None)
+        return self._run.context()
+
+    def to_input_list(self) -> list[dict[str, Any]]:
+        """The turn's input and new items as model input items (a copy of `new_items`), as `Runner`'s
+        `to_input_list()`: append the next message to it to go on elsewhere."""
+        return copy.deepcopy(self.new_items)
 
     @property
     def totals_by_model(self) -> dict[tuple[str, str], UsageTotals]:

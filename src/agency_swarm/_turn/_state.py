@@ -35,8 +35,8 @@ class Run:
     """
 
     __slots__ = (
-        "_guardrail_log", "_wrapper", "approved", "chat_id", "inside", "interruptions", "open_pairs", "rejected",
-        "streaming", "trace", "turn_id", "usage_records", "user_context",
+        "_guardrail_log", "_wrapper", "approved", "chat_id", "inside", "interruptions", "message", "open_pairs",
+        "rejected", "responses", "streaming", "trace", "turn_id", "usage_records", "user_context",
     )
 
     def __init__(
@@ -48,8 +48,11 @@ class Run:
         rejected: frozenset[str] = frozenset(),
         inside: Inside = (),
         turn_id: str | None = None,
+        message: str | None = None,
     ) -> None:
         self.chat_id = chat_id
+        self.message = message
+        """The user's message that started the turn (None: a resume); the SDK context's `turn_input`."""
         self.turn_id = turn_id
         """The id the caller gave this turn: stored with its message, so running it again never starts it twice."""
         self.inside = inside
@@ -58,6 +61,8 @@ class Run:
         self.user_context = user_context
         self.usage_records: list[tuple[tuple[str, str], Any]] = []
         """((agent, model name), usage) of each model call: every total is summed from these when asked."""
+        self.responses: list[Any] = []
+        """Each model call's response (a ModelResponse, or the streamed Response): `RunResult.raw_responses`."""
         self.open_pairs: set[tuple[str, str]] = set()
         self._wrapper: AgentHookContext[Any] | None = None
         self.approved, self.rejected = approved, rejected
@@ -73,7 +78,10 @@ class Run:
             totals = UsageTotals()  # every agent's and model's usage in one sum: no per-model totals needed here
             for _, usage in self.usage_records:
                 totals.add(usage)
-            self._wrapper = AgentHookContext(context=self.user_context, usage=totals.to_usage())
+            self._wrapper = AgentHookContext(
+                context=self.user_context, usage=totals.to_usage(),
+                turn_input=[] if self.message is None else [{"content": self.message, "role": "user"}],
+            )
         return self._wrapper
 
     @property
