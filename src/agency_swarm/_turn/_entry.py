@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from agents import FunctionTool
@@ -15,6 +16,7 @@ from .._threads._manager import ThreadManager, clean_up
 from .._threads._thread_items import is_finished, message_text, turn_mark, turn_start, without_call_marks
 from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
+from ._model_call import model_responses
 from ._results import Interruption, ResponseStream, RunResult
 from ._state import USER_CALLER, AgentTurn, Run, Turn
 from ._tracing import close_trace, open_trace
@@ -69,7 +71,7 @@ async def _turn_again(
     result = RunResult(
         final_output=message_text(last) if is_finished([last]) else None,
         new_items=without_call_marks(items[begun:end]), chat_id=turn.run.chat_id, agent=turn.agent.name,
-        last_agent=turn.agent, _run=turn.run,
+        last_agent=turn.agent, _run_context=turn.run.context,
     )
     if stream is not None:
         if turn.run.streaming:
@@ -228,7 +230,8 @@ async def _entry_turn(
         usage_records=run.usage_records,
         interruptions=run.interruptions,
         last_agent=turn.agent,
-        _run=run,
+        _run_context=run.context,
+        _model_responses=partial(model_responses, run),
     )
     if run._guardrail_log is not None:
         result.tool_guardrails = run._guardrail_log

@@ -18,7 +18,7 @@ from .._model._retry import Attempts, StreamCall
 from ._history import model_history
 from ._outputs import HOSTED_ACTIVITY, unusual_items
 from ._setup import Setup
-from ._state import Turn
+from ._state import Run, Turn
 from ._tracing import current
 
 _UNTRACED, _TRACED = ModelTracing.DISABLED, ModelTracing.ENABLED  # a module global is read faster than an Enum member
@@ -59,7 +59,7 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
     run.record(setup.usage_key, response.usage)
     run.responses.append(response)
     if hooks is not None:
-        await hooks.on_llm_end(run.context(), agent, as_model_response(response))
+        await hooks.on_llm_end(run.context(), agent, _as_model_response(response))
     output = response.output
     usual = len(output) == 1 and output[0].type in _USUAL
     items = [stored_item(output[0])] if usual else unusual_items(output, setup.tools)
@@ -133,9 +133,8 @@ def _stream_failure(event: Any) -> str:
     return f"The model failed while streaming: {message}"
 
 
-def as_model_response(response: ModelResponse | Response) -> ModelResponse:
-    """What `on_llm_end` gets (and `RunResult.raw_responses` holds): a streamed response as the SDK's
-    ModelResponse, token details included."""
+def _as_model_response(response: ModelResponse | Response) -> ModelResponse:
+    """What `on_llm_end` gets: a streamed response as the SDK's ModelResponse, token details included."""
     if isinstance(response, ModelResponse):
         return response
     usage = response.usage
@@ -145,6 +144,12 @@ def as_model_response(response: ModelResponse | Response) -> ModelResponse:
         total_tokens=usage.total_tokens, input_tokens_details=usage.input_tokens_details,
         output_tokens_details=usage.output_tokens_details,
     ))
+
+
+def model_responses(run: Run) -> list[ModelResponse]:
+    """Every model response of the turn, nested agents' included, as `on_llm_end` got it: `RunResult.raw_responses`
+    (converted only when read)."""
+    return [_as_model_response(response) for response in run.responses]
 
 
 def _model_span(turn: Turn) -> AbstractContextManager[Any]:

@@ -27,7 +27,6 @@ from ._tool_guardrails import AgentInputGuardrailResult, GuardrailLog
 if TYPE_CHECKING:
     from .._model._cost import CostEstimate, ModelPrice
     from ._definition import AgentBase
-    from ._state import Run
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -65,8 +64,9 @@ class RunResult:
     """((agent, model name), the usage that model call reported) for every model call of the turn, in order."""
     last_agent: AgentBase | None = field(repr=False, default=None)
     """The agent that answered (the object; `agent` is its name), as `Runner`'s `last_agent`."""
-    _run: Run | None = field(repr=False, default=None, compare=False)
-    """The turn's shared state: `raw_responses` and `context_wrapper` are built from it when read."""
+    _run_context: Callable[[], RunContextWrapper[Any]] | None = field(repr=False, default=None, compare=False)
+    _model_responses: Callable[[], list[ModelResponse]] | None = field(repr=False, default=None, compare=False)
+    """What `context_wrapper` and `raw_responses` are read from (the turn's state), only when asked."""
 
     @property
     def input_guardrail_results(self) -> list[AgentInputGuardrailResult]:
@@ -86,19 +86,16 @@ class RunResult:
         `ModelResponse`: output items, usage, response id. Their usage sums to `usage`."""
         built: list[ModelResponse] | None = self.__dict__.get("_raw_responses")
         if built is None:  # converted when first asked: a streamed call kept the API's Response
-            from ._model_call import as_model_response
-
-            responses = [] if self._run is None else self._run.responses
-            built = self.__dict__["_raw_responses"] = [as_model_response(response) for response in responses]
+            built = self.__dict__["_raw_responses"] = [] if self._model_responses is None else self._model_responses()
         return built
 
     @property
     def context_wrapper(self) -> RunContextWrapper[Any]:
         """The SDK run context the turn's tools, hooks and guardrails got: `context` is the object passed as
         `context=`, `usage` the turn's usage so far, `turn_input` the user's message."""
-        if self._run is None:
+        if self._run_context is None:
             return RunContextWrapper(context=None)
-        return self._run.context()
+        return self._run_context()
 
     def to_input_list(self) -> list[dict[str, Any]]:
         """The turn's input and new items as model input items (a copy of `new_items`), as `Runner`'s
