@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import GuardrailFunctionOutput, OutputGuardrailTripwireTriggered, RunContextWrapper, output_guardrail
+from agents import (
+    GuardrailFunctionOutput,
+    OutputGuardrailTripwireTriggered,
+    RunContextWrapper,
+    StopAtTools,
+    function_tool,
+    output_guardrail,
+)
 
 from agency_swarm import Agency, Agent, FileThreadStore, MemoryThreadStore, SQLThreadStore, ThreadStore
 from agency_swarm.testing import ScriptedModel, ToolCall, send_message
@@ -69,7 +76,6 @@ async def _cleanup(agency: Agency, store: ThreadStore | None, chat_id: str) -> N
 
 async def test_blocked_entry_answer_is_not_kept(store: ThreadStore | None, chat_id: str) -> None:
     model = ScriptedModel([ToolCall("note", {"text": "milk"}), BLOCKED, "Fine."])
-    from agents import function_tool
 
     @function_tool
     def note(text: str) -> str:
@@ -146,3 +152,62 @@ async def test_blocked_answer_streamed_is_not_kept(chat_id: str) -> None:
         async for _ in agency.get_response_stream("Hello", chat_id=chat_id):
             pass
     assert BLOCKED not in _texts(await agency.get_threads(chat_id))
+
+
+@function_tool
+def reveal() -> str:
+    """Tell the secret."""
+    return BLOCKED
+
+
+WITHHELD = "Output withheld by an output guardrail."
+
+
+@pytest.mark.parametrize("then", ["next_turn", "resume"])
+async def test_blocked_tool_output_is_stored_withheld(store: ThreadStore | None, chat_id: str, then: str) -> None:
+    """A tool's output that ended the turn (tool_use_behavior) and tripped an output guardrail: its call keeps an
+    output (the thread stays valid), `Runner`'s withheld text, never the blocked one."""
+    model = ScriptedModel([ToolCall("reveal"), "Fine."])
+    agent = Agent(name="Assistant", model=model, tools=[reveal], output_guardrails=[no_secrets],
+                  tool_use_behavior=StopAtTools(stop_at_tool_names=["reveal"]))
+    agency = Agency([agent], thread_store=store)
+    try:
+        with pytest.raises(OutputGuardrailTripwireTriggered):
+            await agency.get_response("Hello", chat_id=chat_id)
+        items = (await agency.get_threads(chat_id))["user->Assistant"]
+        assert BLOCKED not in repr(items)
+        kinds = [item.get("type", item.get("role")) for item in items]
+        assert kinds == ["user", "function_call", "function_call_output"]
+        assert items[-1]["output"] == WITHHELD
+        if then == "resume":
+            result = await agency.resume(chat_id)
+        else:
+            result = await agency.get_response("Again", chat_id=chat_id)
+        assert result.final_output == "Fine."
+        assert BLOCKED not in repr(model.calls[-1].input)
+        assert WITHHELD in repr(model.calls[-1].input)
+    finally:
+        await _cleanup(agency, store, chat_id)
+
+
+@function_tool(failure_error_function=None)
+def explode() -> str:
+    """Fail loudly."""
+    raise RuntimeError("boom")
+
+
+async def test_held_outputs_are_stored_when_a_call_fails(chat_id: str) -> None:
+    """Outputs held back for the output guardrails are still stored when the turn fails: no call is left without
+    its output."""
+    model = ScriptedModel([[ToolCall("reveal"), ToolCall("explode")], "Fine."])
+    agent = Agent(name="Assistant", model=model, tools=[reveal, explode], output_guardrails=[no_secrets],
+                  tool_use_behavior=StopAtTools(stop_at_tool_names=["reveal"]))
+    agency = Agency([agent])
+    with pytest.raises(Exception, match="boom"):
+        await agency.get_response("Hello", chat_id=chat_id)
+    items = (await agency.get_threads(chat_id))["user->Assistant"]
+    calls = {item["call_id"] for item in items if item.get("type") == "function_call"}
+    outputs = {item["call_id"] for item in items if item.get("type") == "function_call_output"}
+    assert len(calls) == 2
+    assert calls == outputs
+    assert (await agency.get_response("Again", chat_id=chat_id)).final_output == "Fine."

@@ -7,7 +7,13 @@ from typing import Any
 
 import agents
 import pytest
-from agents import GuardrailFunctionOutput, OutputGuardrailTripwireTriggered, RunContextWrapper, output_guardrail
+from agents import (
+    GuardrailFunctionOutput,
+    OutputGuardrailTripwireTriggered,
+    RunContextWrapper,
+    StopAtTools,
+    output_guardrail,
+)
 
 import agency_swarm
 from parity.harness import AGENT_NAME, Kit, RecordingModel, _compare_values, call, msg, reasoning
@@ -30,10 +36,26 @@ def _note_tool(kit: Kit) -> Any:
     return note
 
 
-async def _runner_side(script: list[list[Any]], stream: bool) -> tuple[str | None, RecordingModel]:
+def _reveal_tool(kit: Kit) -> Any:
+    @agents.function_tool
+    def reveal() -> str:
+        """Tell the secret."""
+        kit.ran("reveal", {})
+        return BLOCKED
+
+    return reveal
+
+
+def _agent_options(kit: Kit, stop: bool) -> dict[str, Any]:
+    options: dict[str, Any] = {"output_guardrails": [_no_secrets], "tools": [_note_tool(kit), _reveal_tool(kit)]}
+    if stop:  # reveal's output is the final output the guardrail blocks
+        options["tool_use_behavior"] = StopAtTools(stop_at_tool_names=["reveal"])
+    return options
+
+
+async def _runner_side(script: list[list[Any]], stream: bool, stop: bool) -> tuple[str | None, RecordingModel]:
     model = RecordingModel(script)
-    agent = agents.Agent(name=AGENT_NAME, model=model, output_guardrails=[_no_secrets],
-                         tools=[_note_tool(Kit("runner"))])
+    agent = agents.Agent(name=AGENT_NAME, model=model, **_agent_options(Kit("runner"), stop))
     session = agents.SQLiteSession("parity")
     error: str | None = None
     for text in ("Hello", "Again"):
@@ -49,10 +71,9 @@ async def _runner_side(script: list[list[Any]], stream: bool) -> tuple[str | Non
     return error, model
 
 
-async def _our_side(script: list[list[Any]], stream: bool) -> tuple[str | None, RecordingModel]:
+async def _our_side(script: list[list[Any]], stream: bool, stop: bool) -> tuple[str | None, RecordingModel]:
     model = RecordingModel(script)
-    agent = agency_swarm.Agent(name=AGENT_NAME, model=model, output_guardrails=[_no_secrets],
-                               tools=[_note_tool(Kit("ours"))])
+    agent = agency_swarm.Agent(name=AGENT_NAME, model=model, **_agent_options(Kit("ours"), stop))
     agency = agency_swarm.Agency([agent])
     error: str | None = None
     for text in ("Hello", "Again"):
@@ -67,19 +88,27 @@ async def _our_side(script: list[list[Any]], stream: bool) -> tuple[str | None, 
     return error, model
 
 
-SCRIPTS = {
-    "blocked_answer": lambda: [[msg(BLOCKED)], [msg("Fine.", "msg_2")]],
-    "blocked_answer_with_reasoning": lambda: [[reasoning(), msg(BLOCKED)], [msg("Fine.", "msg_2")]],
-    "blocked_answer_after_tool": lambda: [
+SCRIPTS = {  # name -> (script, the tool's output ends the turn)
+    "blocked_answer": (lambda: [[msg(BLOCKED)], [msg("Fine.", "msg_2")]], False),
+    "blocked_answer_with_reasoning": (lambda: [[reasoning(), msg(BLOCKED)], [msg("Fine.", "msg_2")]], False),
+    "blocked_answer_after_tool": (lambda: [
         [call("note", {"text": "milk"})], [msg(BLOCKED, "msg_2")], [msg("Fine.", "msg_3")],
-    ],
+    ], False),
+    "blocked_tool_output_that_ended_the_turn": (lambda: [[call("reveal")], [msg("Fine.", "msg_2")]], True),
+    "blocked_tool_outputs_of_two_calls": (lambda: [
+        [call("reveal", {}, "call_1"), call("note", {"text": "milk"}, "call_2")], [msg("Fine.", "msg_2")],
+    ], True),
+    "blocked_tool_output_after_an_earlier_tool": (lambda: [
+        [call("note", {"text": "milk"}, "call_1")], [call("reveal", {}, "call_2")], [msg("Fine.", "msg_2")],
+    ], True),
 }
 
 
 @pytest.mark.parametrize("name", list(SCRIPTS))
-async def test_blocked_answer_stays_out_of_the_next_turn(name: str, stream: bool, shortcuts: bool) -> None:
-    runner_error, runner = await _runner_side(SCRIPTS[name](), stream)
-    our_error, ours = await _our_side(SCRIPTS[name](), stream)
+async def test_blocked_output_stays_out_of_the_next_turn(name: str, stream: bool, shortcuts: bool) -> None:
+    script, stop = SCRIPTS[name]
+    runner_error, runner = await _runner_side(script(), stream, stop)
+    our_error, ours = await _our_side(script(), stream, stop)
     problems: list[str] = []
     _compare_values("first turn's error", runner_error, our_error, problems)
     _compare_values("model call count", len(runner.calls), len(ours.calls), problems)

@@ -319,11 +319,13 @@ async def _before_finishing(turn: Turn, output: Any) -> None:
 
 async def _check_output_guardrails(turn: Turn, output: Any) -> None:
     """The agent's output guardrails, in order; each result is kept for the RunResult. A tripwire drops the held
-    answer: it never joins the thread."""
+    answer (it never joins the thread), or stores held call outputs as withheld (`Turn.store_held`)."""
     agent, context, kept = turn.agent, turn.run.context(), turn.run.guardrail_log.agent_outputs
     for guardrail in agent.output_guardrails:
         result = await guardrail.run(context, agent, output)
         kept.append(result)
         if result.output.tripwire_triggered:
-            turn.held = None
+            stored = turn.store_held(blocked=True)
+            if stored is not None:
+                await stored
             raise named_tripwire(OutputGuardrailTripwireTriggered(result), agent.name)

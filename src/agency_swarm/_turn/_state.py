@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents.run_context import AgentHookContext
+from agents.run_internal.blocked_output import OUTPUT_GUARDRAIL_BLOCKED_TOOL_OUTPUT as OUTPUT_WITHHELD
 
 from .._base._sync import Inside
 from .._model._usage import UsageTotals, requests_of
@@ -133,10 +134,19 @@ class Turn:
     they pass (a blocked answer never joins the thread, as under `Runner` with a session). A response that asks for
     more is stored before its tools run (`run_tools`) or the next model call (`call_model`)."""
 
-    def store_held(self) -> Awaitable[None] | None:
-        """Add the held response to the thread; returns the store's append to await, if any."""
+    release: Callable[[str | None], Awaitable[None] | None] | None = None
+    """Stores the outputs of calls that ended the turn (`tool_use_behavior`), held back until the output guardrails
+    decide: as they are, or with a replacement text (`Calls.release`)."""
+
+    def store_held(self, *, blocked: bool = False) -> Awaitable[None] | None:
+        """Add what is held to the thread; returns the store's append to await, if any. `blocked`: the output
+        guardrails blocked the final output: a held answer is dropped, held call outputs are stored as `Runner`'s
+        withheld text (their calls need outputs)."""
         items, self.held = self.held, None
-        return None if items is None else self.thread.add(items)
+        release, self.release = self.release, None
+        if release is not None:
+            return release(OUTPUT_WITHHELD if blocked else None)
+        return None if items is None or blocked else self.thread.add(items)
 
 
 AgentTurn = Callable[[Turn, "str | None", "str | None"], Coroutine[Any, Any, None]]
