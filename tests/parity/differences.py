@@ -328,6 +328,13 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "approval_requested",
     ),
     Difference(
+        "blocked_tool_response_kept",
+        "when tool outputs that ended the turn trip an output guardrail, both store the calls with Runner's "
+        "withheld text as outputs; a response that also held reasoning or a message keeps those with us (stored "
+        "before its calls ran, so no call runs twice after a crash), where Runner's session drops the response "
+        "whole (reasoning) or keeps only its calls. Checked over two turns in test_blocked_output.py",
+    ),
+    Difference(
         "per_pair_threads",
         "multi-agent only: agents talk through send_message on per-pair threads (`CEO->Developer`), not handoffs; "
         "never compared with Runner (Runner has no counterpart)",

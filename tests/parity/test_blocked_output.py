@@ -104,11 +104,43 @@ SCRIPTS = {  # name -> (script, the tool's output ends the turn)
 }
 
 
+KEPT_RESPONSE = {  # difference blocked_tool_response_kept: the blocked response's other items, ours keeps
+    "blocked_tool_output_after_reasoning": lambda: [[reasoning(), call("reveal")], [msg("Fine.", "msg_2")]],
+    "blocked_tool_output_after_a_message": lambda: [
+        [msg("Let me look.", "msg_0"), call("reveal")], [msg("Fine.", "msg_2")],
+    ],
+}
+
+
 @pytest.mark.parametrize("name", list(SCRIPTS))
 async def test_blocked_output_stays_out_of_the_next_turn(name: str, stream: bool, shortcuts: bool) -> None:
     script, stop = SCRIPTS[name]
     runner_error, runner = await _runner_side(script(), stream, stop)
     our_error, ours = await _our_side(script(), stream, stop)
+    _compare_turns(runner_error, runner, our_error, ours)
+
+
+@pytest.mark.parametrize("name", list(KEPT_RESPONSE))
+async def test_blocked_tool_response_kept(name: str, stream: bool, shortcuts: bool) -> None:
+    """Runner drops a blocked response whole when it holds more than calls (it cannot sanitize reasoning, and keeps
+    only calls with outputs); ours stored it before its calls ran (a stored call never runs twice after a crash):
+    it keeps the response's items, its calls' outputs withheld. The blocked text reaches neither next turn."""
+    runner_error, runner = await _runner_side(KEPT_RESPONSE[name](), stream, True)
+    our_error, ours = await _our_side(KEPT_RESPONSE[name](), stream, True)
+    kept = ours.calls[-1].input[1:-1]  # between "Hello" and "Again"
+    first = kept[0].get("type")
+    assert [first, *(item.get("type") for item in kept[1:])] == [first, "function_call", "function_call_output"]
+    assert kept[-1]["output"] == "Output withheld by an output guardrail."
+    if first == "reasoning":  # Runner drops the whole response
+        ours.calls[-1].input[1:-1] = []
+    else:  # Runner drops the message, keeps the call with its withheld output
+        assert first == "message"
+        del ours.calls[-1].input[1]
+    _compare_turns(runner_error, runner, our_error, ours)
+
+
+def _compare_turns(runner_error: str | None, runner: RecordingModel, our_error: str | None,
+                   ours: RecordingModel) -> None:
     problems: list[str] = []
     _compare_values("first turn's error", runner_error, our_error, problems)
     _compare_values("model call count", len(runner.calls), len(ours.calls), problems)
