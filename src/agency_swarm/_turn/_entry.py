@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from functools import partial
 from typing import Any
 
 from agents import FunctionTool
@@ -71,7 +70,7 @@ async def _turn_again(
     result = RunResult(
         final_output=message_text(last) if is_finished([last]) else None,
         new_items=without_call_marks(items[begun:end]), chat_id=turn.run.chat_id, agent=turn.agent.name,
-        last_agent=turn.agent, _run_context=turn.run.context,
+        last_agent=turn.agent, _run=turn.run,
     )
     if stream is not None:
         if turn.run.streaming:
@@ -230,8 +229,8 @@ async def _entry_turn(
         usage_records=run.usage_records,
         interruptions=run.interruptions,
         last_agent=turn.agent,
-        _run_context=run.context,
-        _model_responses=partial(model_responses, run),
+        _run=run,
+        _responses_of=model_responses,
     )
     if run._guardrail_log is not None:
         result.tool_guardrails = run._guardrail_log

@@ -8,7 +8,7 @@ import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agents import (
     ModelResponse,
@@ -44,6 +44,12 @@ class Interruption:
     """The JSON arguments the model chose."""
 
 
+class TurnState(Protocol):
+    """What a RunResult reads from its turn's state (`_state.Run`) when asked."""
+
+    def context(self) -> RunContextWrapper[Any]: ...
+
+
 @dataclass(kw_only=True)
 class RunResult:
     """What one top-level turn produced."""
@@ -64,9 +70,10 @@ class RunResult:
     """((agent, model name), the usage that model call reported) for every model call of the turn, in order."""
     last_agent: AgentBase | None = field(repr=False, default=None)
     """The agent that answered (the object; `agent` is its name), as `Runner`'s `last_agent`."""
-    _run_context: Callable[[], RunContextWrapper[Any]] | None = field(repr=False, default=None, compare=False)
-    _model_responses: Callable[[], list[ModelResponse]] | None = field(repr=False, default=None, compare=False)
-    """What `context_wrapper` and `raw_responses` are read from (the turn's state), only when asked."""
+    _run: TurnState | None = field(repr=False, default=None, compare=False)
+    _responses_of: Callable[[Any], list[ModelResponse]] | None = field(repr=False, default=None, compare=False)
+    """The turn's state, and how its responses become `raw_responses`: read only when asked (no object is made
+    per turn for them)."""
 
     @property
     def input_guardrail_results(self) -> list[AgentInputGuardrailResult]:
@@ -86,16 +93,17 @@ class RunResult:
         `ModelResponse`: output items, usage, response id. Their usage sums to `usage`."""
         built: list[ModelResponse] | None = self.__dict__.get("_raw_responses")
         if built is None:  # converted when first asked: a streamed call kept the API's Response
-            built = self.__dict__["_raw_responses"] = [] if self._model_responses is None else self._model_responses()
+            run, convert = self._run, self._responses_of
+            built = self.__dict__["_raw_responses"] = [] if run is None or convert is None else convert(run)
         return built
 
     @property
     def context_wrapper(self) -> RunContextWrapper[Any]:
         """The SDK run context the turn's tools, hooks and guardrails got: `context` is the object passed as
         `context=`, `usage` the turn's usage so far, `turn_input` the user's message."""
-        if self._run_context is None:
+        if self._run is None:
             return RunContextWrapper(context=None)
-        return self._run_context()
+        return self._run.context()
 
     def to_input_list(self) -> list[dict[str, Any]]:
         """The turn's input and new items as model input items (a copy of `new_items`), as `Runner`'s
