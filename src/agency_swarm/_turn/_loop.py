@@ -21,7 +21,7 @@ from openai.types.responses import ResponseFunctionToolCall
 from .._base._errors import MaxStepsExceeded
 from .._base._events import AgentFinished, AgentStarted, ToolCalled, ToolOutput
 from .._base._names import SEND_MESSAGE
-from .._threads._manager import ConversationThread, ThreadManager
+from .._threads._manager import ConversationThread, ThreadManager, clean_up
 from .._threads._thread_items import (
     INTERRUPTED_OUTPUT,
     call_marks,
@@ -306,26 +306,30 @@ async def _check_input_guardrails(turn: Turn, message: str, *, in_parallel: bool
 
 
 async def _before_finishing(turn: Turn, output: Any) -> None:
-    """Output guardrails, the final answer stored once they pass (a blocked one never is), then the on_end hook."""
+    """The on_end hook, then the output guardrails (`Runner`'s order), then what the turn held back stored. A tripwire
+    or any failure here stores it as blocked: an answer is dropped, held call outputs are stored withheld (nothing
+    the guardrails did not pass joins the thread, and every call keeps an output)."""
     agent = turn.agent
-    if agent.output_guardrails:
-        await _check_output_guardrails(turn, output)
+    try:
+        if agent.hooks is not None:
+            await agent.hooks.on_end(turn.run.context(), agent, output)
+        if agent.output_guardrails:
+            await _check_output_guardrails(turn, output)
+    except BaseException:
+        blocked = turn.store_held(blocked=True)
+        if blocked is not None:  # stored even when this task is cancelled again (shielded, bounded: clean_up)
+            await clean_up(blocked, f"storing {agent.name}'s withheld outputs")
+        raise
     stored = turn.store_held()
     if stored is not None:
         await stored
-    if agent.hooks is not None:
-        await agent.hooks.on_end(turn.run.context(), agent, output)
 
 
 async def _check_output_guardrails(turn: Turn, output: Any) -> None:
-    """The agent's output guardrails, in order; each result is kept for the RunResult. A tripwire drops the held
-    answer (it never joins the thread), or stores held call outputs as withheld (`Turn.store_held`)."""
+    """The agent's output guardrails, in order; each result is kept for the RunResult."""
     agent, context, kept = turn.agent, turn.run.context(), turn.run.guardrail_log.agent_outputs
     for guardrail in agent.output_guardrails:
         result = await guardrail.run(context, agent, output)
         kept.append(result)
         if result.output.tripwire_triggered:
-            stored = turn.store_held(blocked=True)
-            if stored is not None:
-                await stored
             raise named_tripwire(OutputGuardrailTripwireTriggered(result), agent.name)
