@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from agents import (
     GuardrailFunctionOutput,
@@ -19,6 +20,7 @@ from agents import (
 )
 
 from agency_swarm import Agency, Agent, FileThreadStore, MemoryThreadStore, SQLThreadStore, ThreadStore
+from agency_swarm.serving import create_app
 from agency_swarm.testing import ScriptedModel, ToolCall, send_message
 from postgres_support import require_postgres
 
@@ -211,3 +213,37 @@ async def test_held_outputs_are_stored_when_a_call_fails(chat_id: str) -> None:
     assert len(calls) == 2
     assert calls == outputs
     assert (await agency.get_response("Again", chat_id=chat_id)).final_output == "Fine."
+
+
+async def test_a_blocked_turn_run_again_with_its_id_never_returns_the_blocked_answer(
+    store: ThreadStore | None, chat_id: str
+) -> None:
+    """A turn id names a turn the thread holds: running it again (a retry, a durable re-run) goes on from what was
+    stored. A blocked answer is not there, so it is never handed back as the turn's result."""
+    model = ScriptedModel([BLOCKED, "Fine."])
+    agency = Agency([Agent(name="Assistant", model=model, output_guardrails=[no_secrets])], thread_store=store)
+    try:
+        with pytest.raises(OutputGuardrailTripwireTriggered):
+            await agency.get_response("Hello", chat_id=chat_id, turn_id="turn-1")
+        result = await agency.get_response("Hello", chat_id=chat_id, turn_id="turn-1")
+        assert result.final_output == "Fine."
+        assert BLOCKED not in repr(result.new_items)
+    finally:
+        await _cleanup(agency, store, chat_id)
+
+
+async def test_the_threads_endpoint_leaves_the_blocked_answer_out() -> None:
+    def build(store: ThreadStore) -> Agency:
+        agent = Agent(name="Assistant", model=ScriptedModel([BLOCKED, "Fine."]), output_guardrails=[no_secrets])
+        return Agency([agent], thread_store=store)
+
+    app = create_app(build, store=MemoryThreadStore())
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://app") as client:
+            blocked = await client.post("/chats/c1/messages", json={"message": "Hello"})
+            assert blocked.status_code >= 400
+            assert BLOCKED not in blocked.text
+            threads = (await client.get("/chats/c1/threads")).json()["threads"]
+            assert threads == {"user->Assistant": [{"role": "user", "content": "Hello"}]}
+    finally:
+        await app.state.agency.aclose()
