@@ -50,7 +50,8 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
         if stored is not None:
             await stored
     calls = step.calls
-    state = Calls(turn.thread, calls, agent_turn, hold=_may_end_the_turn(turn, step))
+    hold = bool(turn.agent.output_guardrails) and _may_end_the_turn(turn, step)
+    state = Calls(turn.thread, calls, agent_turn, hold=hold)
     if calls:
         try:
             if len(calls) == 1:
@@ -85,9 +86,9 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
 
 
 def _may_end_the_turn(turn: Turn, step: RunTools) -> bool:
-    """Hold the outputs back (`Calls.hold`)? When they may become a final output that output guardrails check."""
-    agent = turn.agent
-    return bool(agent.output_guardrails) and agent.tool_use_behavior != "run_llm_again" and not step.mcp_approvals
+    """Hold the outputs of an agent with output guardrails back (`Calls.hold`)? When they may become its final
+    output."""
+    return turn.agent.tool_use_behavior != "run_llm_again" and not step.mcp_approvals
 
 
 async def _answer_mcp_approvals(turn: Turn, setup: Setup, requests: Sequence[Any]) -> None:
