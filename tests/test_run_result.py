@@ -3,6 +3,7 @@ agent), every model response, to_input_list(), last_agent and the run context.""
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
@@ -109,3 +110,17 @@ async def test_a_turn_without_guardrails_has_empty_results() -> None:
     assert result.output_guardrail_results == []
     assert result.context_wrapper.turn_input == [{"content": "Hello", "role": "user"}]
     assert len(result.raw_responses) == 1
+
+
+async def test_a_result_pickles_without_the_live_turn() -> None:
+    """A durable turn stores its result: the agent (its tools hold local functions) and the turn's state stay
+    behind; what the turn produced travels."""
+    result = await _agency().get_response("Ship it", context={"visits": 0})
+    result.tool_guardrails = None  # guardrail objects hold functions (the durable runner drops them the same way)
+    again = pickle.loads(pickle.dumps(result))
+    assert (again.final_output, again.new_items, again.agent) == (result.final_output, result.new_items, "CEO")
+    assert again.usage.requests == result.usage.requests == 4
+    assert again.last_agent is None
+    assert again.raw_responses == []
+    assert again.context_wrapper.context is None
+    assert result.last_agent is not None  # the original keeps them

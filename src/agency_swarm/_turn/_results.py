@@ -105,6 +105,14 @@ class RunResult:
             return RunContextWrapper(context=None)
         return self._run.context()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a durable turn's stored result) without what belongs to the process that ran the turn: the agent
+        object and the turn's state. Unpickled, `last_agent` is None, `raw_responses` empty unless read before, and
+        `context_wrapper` a new, empty one."""
+        state = dict(self.__dict__)
+        state["last_agent"] = state["_run"] = state["_responses_of"] = None
+        return state
+
     def to_input_list(self) -> list[dict[str, Any]]:
         """The turn's input and new items as model input items (a copy of `new_items`), as `Runner`'s
         `to_input_list()`: append the next message to it to go on elsewhere."""
