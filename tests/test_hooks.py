@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from agents import AgentHooks, RunContextWrapper
 
 from agency_swarm import (
     Agency,
@@ -118,3 +119,34 @@ async def test_a_failing_hook_ends_the_turn_loudly() -> None:
 def test_hooks_must_be_agency_hooks() -> None:
     with pytest.raises(ConfigError, match="AgencyHooks"):
         Agency(Agent(name="A", model=ScriptedModel(["x"])), hooks=object())  # type: ignore[arg-type]
+
+
+class _TurnInputs(AgentHooks[Any]):
+    """Per-agent SDK hooks that keep the `turn_input` each on_start is given."""
+
+    def __init__(self, seen: list[tuple[str, Any]]) -> None:
+        self.seen = seen
+
+    async def on_start(self, context: RunContextWrapper[Any], agent: Any) -> None:
+        self.seen.append((agent.name, list(context.turn_input)))
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_on_start_gets_the_message_that_started_each_agent(streamed: bool) -> None:
+    seen: list[tuple[str, Any]] = []
+    ceo = Agent(name="CEO", model=ScriptedModel([send_message("Dev", "Build the page"), "Done."]),
+                hooks=_TurnInputs(seen))
+    dev = Agent(name="Dev", model=ScriptedModel(["Built."]), hooks=_TurnInputs(seen))
+    agency = Agency([ceo, [ceo, dev]])
+    if streamed:
+        stream = agency.get_response_stream("Ship it")
+        async for _ in stream:
+            pass
+        result = stream.result
+    else:
+        result = await agency.get_response("Ship it")
+    assert seen == [
+        ("CEO", [{"content": "Ship it", "role": "user"}]),
+        ("Dev", [{"content": "Build the page", "role": "user"}]),
+    ]
+    assert result.context_wrapper.turn_input == [{"content": "Ship it", "role": "user"}]  # the run's, as Runner's

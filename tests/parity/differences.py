@@ -206,6 +206,18 @@ def _resume_announces_calls(scenario: Scenario, runner: Outcome, ours: Outcome) 
     ours.events = events
 
 
+def _parallel_input_guardrail_first(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Runner starts the first model call next to a parallel input guardrail (its streamed path always, its blocking
+    path as the scheduler lets it): when the guardrail trips, that call may have been made. Ours waits for the
+    guardrail: no model call at all."""
+    if not isinstance(runner.error, InputGuardrailTripwireTriggered) or type(ours.error) is not type(runner.error):
+        return
+    if ours.calls or ours.raw_event_types or len(runner.calls) > 1:
+        return
+    runner.calls, runner.raw_event_types, runner.text_deltas = [], [], []
+    runner.hook_calls = [line for line in runner.hook_calls if not line.startswith(("on_llm_start(", "on_llm_end("))]
+
+
 def _max_turns(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     if not isinstance(runner.error, MaxTurnsExceeded) or not isinstance(ours.error, agency_swarm.MaxStepsExceeded):
         return
@@ -295,6 +307,12 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         _input_guardrail_sees_text,
     ),
     Difference(
+        "parallel_input_guardrail_first",
+        "an input guardrail with run_in_parallel=True finishes before the agent's first model call: a tripwire "
+        "stops the turn before the model is called; Runner's streamed path calls the model next to it",
+        _parallel_input_guardrail_first,
+    ),
+    Difference(
         "max_turns",
         "Runner's `max_turns` / MaxTurnsExceeded is our per-agent `Agent.max_steps` / MaxStepsExceeded (a "
         "RunError naming agent, chat and depth): in an agency every agent has its own budget",
@@ -334,6 +352,13 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "reasoning_item_created have no event of ours (text comes as text_delta, everything as raw), a stream that "
         "ends with a final output is agent_finished, and each of Runner's result.interruptions is an "
         "approval_requested",
+    ),
+    Difference(
+        "blocked_tool_response_kept",
+        "when tool outputs that ended the turn trip an output guardrail, both store the calls with Runner's "
+        "withheld text as outputs; a response that also held reasoning or a message keeps those with us (stored "
+        "before its calls ran, so no call runs twice after a crash), where Runner's session drops the response "
+        "whole (reasoning) or keeps only its calls. Checked over two turns in test_blocked_output.py",
     ),
     Difference(
         "per_pair_threads",

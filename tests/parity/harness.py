@@ -550,6 +550,10 @@ class Outcome:
     """The last run's result."""
     results: list[Any] = field(default_factory=list)
     """Every run's result: the first run's, then each resume's."""
+    context: Any = None
+    """The context object the run was given (`result.context_wrapper.context` must be this very object)."""
+    result_view: dict[str, Any] | None = None
+    """What the result offers beyond items and final output (`result_view`), taken right after the run."""
     replaced: bool = False
     """A difference replaced the whole comparison (e.g. ours refuses the set-up): nothing more to compare."""
 
@@ -601,6 +605,7 @@ async def run_runner(scenario: Scenario, stream: bool) -> Outcome:
     model = RecordingModel(scenario.script())
     outcome = Outcome("runner", stream)
     context = scenario.context() if scenario.context is not None else None
+    outcome.context = context
     run_config = scenario.runner_config() if scenario.runner_config is not None else None
     try:
         agent = agents.Agent(name=AGENT_NAME, model=model, **scenario.agent(kit))
@@ -697,6 +702,7 @@ def _runner_result(outcome: Outcome, result: Any, run: int, input: str) -> None:
         outcome.approval_events += [item["tool"] for item in interruptions]
         if not interruptions:
             outcome.events.append("agent_finished")  # the stream ended with a final output
+    outcome.result_view = result_view(outcome)
 
 
 def _input_item(item: Any) -> dict[str, Any]:
@@ -734,6 +740,7 @@ async def run_ours(scenario: Scenario, stream: bool) -> Outcome:
     model = RecordingModel(scenario.script())
     outcome = Outcome("ours", stream)
     context = scenario.context() if scenario.context is not None else None
+    outcome.context = context
     try:
         agent = agency_swarm.Agent(name=AGENT_NAME, model=model, max_steps=scenario.max_turns, **scenario.agent(kit))
         agency = agency_swarm.Agency([agent])
@@ -758,6 +765,7 @@ async def run_ours(scenario: Scenario, stream: bool) -> Outcome:
             {"tool": item.tool, "arguments": item.arguments, "call_id": item.call_id, "run": run}
             for item in result.interruptions
         ]
+        outcome.result_view = result_view(outcome)
         if not result.interruptions:
             break
     return _finish(outcome, kit, model)
@@ -879,11 +887,51 @@ def _compare_outcomes(runner: Outcome, ours: Outcome, problems: list[str]) -> No
         _compare_values("interruptions", runner.interruptions, ours.interruptions, problems)
         _compare_values("usage", runner.usage, ours.usage, problems)
         _compare_values("usage by agent", runner.usage_by_agent, ours.usage_by_agent, problems)
+        _compare_values("result", runner.result_view, ours.result_view, problems)
     if runner.stream:
         _compare_values("events (mapped)", runner.events, ours.events, problems)
         _compare_values("approvals requested while streaming", runner.approval_events, ours.approval_events, problems)
         _compare_values("raw model event types", runner.raw_event_types, ours.raw_event_types, problems)
         _compare_values("text deltas", runner.text_deltas, ours.text_deltas, problems)
+
+
+def _usage_view(usage: Any) -> dict[str, int]:
+    return {name: getattr(usage, name) for name in ("requests", "input_tokens", "output_tokens", "total_tokens")}
+
+
+def result_view(outcome: Outcome) -> dict[str, Any]:
+    """What a result offers beyond items and final output: guardrail results (by guardrail name, output and agent),
+    raw responses (output items, usage), `to_input_list()`, `last_agent`, and `context_wrapper` (the very context
+    object the run was given, and the run's usage)."""
+    result = outcome.result
+    try:
+        wrapper = result.context_wrapper
+    except AttributeError as missing:
+        return {"missing": str(missing)}
+    return {
+        "input_guardrail_results": [
+            {"guardrail": item.guardrail.get_name(), "tripwire": item.output.tripwire_triggered,
+             "output_info": _plain(item.output.output_info)}
+            for item in result.input_guardrail_results
+        ],
+        "output_guardrail_results": [
+            {"guardrail": item.guardrail.get_name(), "tripwire": item.output.tripwire_triggered,
+             "output_info": _plain(item.output.output_info), "agent_output": _value_and_type(item.agent_output),
+             "agent": item.agent.name}
+            for item in result.output_guardrail_results
+        ],
+        "raw_responses": [
+            {"output": [item.model_dump(mode="json") for item in response.output], "usage": _usage_view(response.usage)}
+            for response in result.raw_responses
+        ],
+        # the items themselves are compared (normalized) above: here, that to_input_list() is exactly them
+        "to_input_list() is the input and new items": [_input_item(item) for item in result.to_input_list()]
+        == outcome.items,
+        "last_agent": result.last_agent.name,
+        "context_wrapper.context is the run's context": wrapper.context is outcome.context,
+        "context_wrapper.usage": _usage_view(wrapper.usage),
+        "context_wrapper.turn_input": _plain(getattr(wrapper, "turn_input", None)),
+    }
 
 
 def _error_view(outcome: Outcome) -> dict[str, Any] | None:
@@ -916,7 +964,7 @@ class RecordingHooks(AgentHooks[Any]):
         self.kit = kit
 
     async def on_start(self, context: RunContextWrapper[Any], agent: Any) -> None:
-        self.kit.hook_calls.append("on_start")
+        self.kit.hook_calls.append(f"on_start(turn_input={_plain(getattr(context, 'turn_input', None))!r})")
 
     async def on_end(self, context: RunContextWrapper[Any], agent: Any, output: Any) -> None:
         self.kit.hook_calls.append(f"on_end({output!r})")

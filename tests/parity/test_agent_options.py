@@ -154,6 +154,17 @@ def with_hooks(kit: Kit) -> dict[str, Any]:
     return {"hooks": RecordingHooks(kit), "tools": [_note_tool(kit)], "instructions": "Take notes."}
 
 
+def hooks_and_output_guardrail(kit: Kit) -> dict[str, Any]:
+    return {"hooks": RecordingHooks(kit), "output_guardrails": [_output_guard(kit)], "tools": [_note_tool(kit)]}
+
+
+def hooks_and_input_guardrail(*, parallel: bool) -> Any:
+    def factory(kit: Kit) -> dict[str, Any]:
+        return {"hooks": RecordingHooks(kit), "input_guardrails": [_input_guard(kit, parallel=parallel)]}
+
+    return factory
+
+
 def _refusal() -> ResponseOutputMessage:
     return ResponseOutputMessage(
         type="message", id="msg_refuse", role="assistant", status="completed",
@@ -275,6 +286,28 @@ SCENARIOS = [
         lambda kit: {"prompt": {"id": "pmpt_123", "version": "2", "variables": {"name": "Ann"}}},
     ),
     Scenario("agent_hooks_order", lambda: TOOL_THEN_ANSWER, with_hooks),
+    Scenario(  # on_start comes before a parallel input guardrail, after a sequential one
+        "agent_hooks_with_parallel_input_guardrail", lambda: [[msg("Hello!")]],
+        hooks_and_input_guardrail(parallel=True), differences=("input_guardrail_sees_text",),
+    ),
+    Scenario(  # on_end comes before the output guardrails, also when they trip
+        "agent_hooks_with_output_guardrail", lambda: [[call("note", {"text": "a"})], [msg("A kind answer.", "m2")]],
+        hooks_and_output_guardrail,
+    ),
+    Scenario(
+        "agent_hooks_with_output_guardrail_tripwire",
+        lambda: [[call("note", {"text": "a"})], [msg("A stupid answer.", "m2")]], hooks_and_output_guardrail,
+        differences=("guardrail_tripwire_message",),
+    ),
+    Scenario(
+        "agent_hooks_with_sequential_input_guardrail", lambda: [[msg("Hello!")]],
+        hooks_and_input_guardrail(parallel=False), differences=("input_guardrail_sees_text",),
+    ),
+    Scenario(
+        "agent_hooks_with_parallel_input_guardrail_tripwire", lambda: [[msg("Here is the secret.")]],
+        hooks_and_input_guardrail(parallel=True), input="tell me the secret",
+        differences=("guardrail_tripwire_message", "input_guardrail_sees_text", "parallel_input_guardrail_first"),
+    ),
     Scenario(
         "two_messages_one_response", lambda: [[msg("First. ", "msg_a"), msg("Second.", "msg_b")]],
         lambda kit: {},

@@ -47,8 +47,13 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
     until resume decides. A send runs its recipient's whole turn with `agent_turn` (the loop's, handed down: this
     module sits below it).
     """
+    if turn.held is not None:  # the response these calls came in, stored before any of them runs
+        stored = turn.store_held()
+        if stored is not None:
+            await stored
     calls = step.calls
-    state = Calls(turn.thread, calls, agent_turn)
+    hold = bool(turn.agent.output_guardrails) and _may_end_the_turn(turn, step)
+    state = Calls(turn.thread, calls, agent_turn, hold=hold)
     if calls:
         try:
             if len(calls) == 1:
@@ -56,8 +61,9 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             else:
                 await _run_parallel(turn, setup, state)
         except BaseException:  # failure or cancellation: every function_call still gets its output, stored even
-            if len(state.items) < len(calls):  # when this task is cancelled again (shielded, bounded: clean_up)
-                await clean_up(state.settle(final=True), f"storing the outputs of {turn.agent.name}'s calls")
+            if len(state.items) < len(calls) or state.held:  # when this task is cancelled again (clean_up)
+                stored = state.settle(final=True, release=True)
+                await clean_up(stored, f"storing the outputs of {turn.agent.name}'s calls")
             raise
         stored = state.store_ready(final=True)
         if stored is not None:
@@ -65,12 +71,25 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
         if turn.emit is not None:
             await _emit_outputs(turn, state)
     waiting = bool(step.mcp_approvals) and await answer_mcp_approvals(turn, setup, step.mcp_approvals)
+    found = None
     if waiting or _AWAITING in state.outputs:
         turn.paused = True
-        return None
-    if turn.agent.tool_use_behavior == "run_llm_again" or not state.results:
-        return None
-    return await stop_after_tools(turn, state.results)
+    elif turn.agent.tool_use_behavior != "run_llm_again" and state.results:
+        found = await stop_after_tools(turn, state.results)
+    if state.held is not None:
+        if found is not None:  # the outputs ended the turn: stored once the output guardrails decide
+            turn.release = state.release
+        else:
+            stored = state.release()
+            if stored is not None:
+                await stored
+    return found
+
+
+def _may_end_the_turn(turn: Turn, step: RunTools) -> bool:
+    """Hold the outputs of an agent with output guardrails back (`Calls.hold`)? When they may become its final
+    output."""
+    return turn.agent.tool_use_behavior != "run_llm_again" and not step.mcp_approvals
 
 
 _PENDING: Any = object()
@@ -83,12 +102,20 @@ class Calls:
 
     A crash while a slow call runs then loses only the outputs that did not exist yet. It lives for one response;
     the agent's turn is `Turn`'s, the run's `Run`'s.
+
+    With `hold` (an agent with output guardrails whose tools may end its turn) the outputs are stored together by
+    `release`, after the output guardrails passed, or as `Runner`'s withheld text when they blocked the output: a
+    blocked output never joins the thread. A crash meanwhile leaves the calls "interrupted" outputs.
     """
 
-    __slots__ = ("agent_turn", "calls", "items", "outputs", "results", "thread")
+    __slots__ = ("agent_turn", "calls", "held", "items", "outputs", "results", "thread")
 
-    def __init__(self, thread: ConversationThread, calls: list[ToolCallStep], agent_turn: AgentTurn) -> None:
+    def __init__(
+        self, thread: ConversationThread, calls: list[ToolCallStep], agent_turn: AgentTurn, *, hold: bool = False
+    ) -> None:
         self.thread, self.calls, self.agent_turn = thread, calls, agent_turn
+        self.held: list[dict[str, Any]] | None = [] if hold else None
+        """The settled outputs not stored yet (None: each is stored as soon as call order allows)."""
         self.outputs: list[Any] = [_PENDING] * len(calls)
         self.items: list[dict[str, Any] | None] = []
         """One per call settled so far, in call order; None for a call waiting for approval."""
@@ -96,12 +123,26 @@ class Calls:
         """(call index, tool, call, output) of the function tools that ran or were refused, for
         tool_use_behavior."""
 
-    async def settle(self, *, final: bool = False) -> None:
-        """Store the outputs that are next in call order. Only the turn's own task settles (calls running in tasks
-        of their own report to it), so one settle never overlaps another."""
+    async def settle(self, *, final: bool = False, release: bool = False) -> None:
+        """Store the outputs that are next in call order (and, with `release`, those held back). Only the turn's
+        own task settles (calls running in tasks of their own report to it), so one settle never overlaps another."""
         stored = self.store_ready(final)
         if stored is not None:
             await stored
+        if release and self.held is not None:
+            stored = self.release()
+            if stored is not None:
+                await stored
+
+    def release(self, replacement: str | None = None) -> Awaitable[None] | None:
+        """Store the outputs held back: as they are, or each with `replacement` as its output (a blocked final
+        output)."""
+        ready, self.held = self.held or [], None
+        if replacement is not None:
+            for item in ready:  # the settled items themselves: what `items` holds stays what was stored
+                item["output"] = replacement
+        stored = self.thread.add(ready)
+        return None if stored is None else self._written(ready, stored)
 
     def store_ready(self, final: bool) -> Awaitable[None] | None:
         """Add the outputs that are next in call order; returns the store's append to await, if any."""
@@ -118,6 +159,9 @@ class Calls:
             item = interrupted_output(call.call_id) if out is _PENDING else output_item(call, out)
             items.append(item)
             ready.append(item)
+        if self.held is not None:
+            self.held += ready
+            return None
         stored = self.thread.add(ready)
         return None if stored is None else self._written(ready, stored)
 

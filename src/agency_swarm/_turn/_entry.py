@@ -12,10 +12,11 @@ from agents import FunctionTool
 from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn
 from .._base._events import AgentFinished, ToolCalled, ToolOutput
 from .._base._sync import INSIDE, Inside
-from .._threads._manager import PausedTurn, ThreadManager, clean_up
+from .._threads._manager import ConversationThread, PausedTurn, ThreadManager, clean_up
 from .._threads._thread_items import is_finished, message_text, turn_mark, turn_start, without_call_marks
 from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
+from ._model_call import model_responses
 from ._nested_runs import paused_run_in, waiting_ids, waits
 from ._results import Interruption, ResponseStream, RunResult
 from ._state import USER_CALLER, AgentTurn, Run, Turn
@@ -45,7 +46,9 @@ async def top_level_turn(
         if not manager.is_loaded(chat_id):
             await manager.ensure_loaded(chat_id)
         thread = manager.get_thread(chat_id, caller, agent.name)
-        run = Run(chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id)
+        run = Run(
+            chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id, message=message
+        )
         turn = Turn(agent, wiring, thread, caller, 0, run)
         begun = None if turn_id is None else turn_start(thread.items, turn_id)
         if begun is not None:
@@ -69,6 +72,7 @@ async def _turn_again(
     result = RunResult(
         final_output=message_text(last) if is_finished([last]) else None,
         new_items=without_call_marks(items[begun:end]), chat_id=turn.run.chat_id, agent=turn.agent.name,
+        last_agent=turn.agent, _run=turn.run,
     )
     if stream is not None:
         if turn.run.streaming:
@@ -125,7 +129,7 @@ def resume_turn(
             kept = paused.context if context is None and paused is not None else context
             run = Run(chat_id, stream.streaming, kept, approve, reject, inside, turn_id)
             if paused is not None:
-                run.usage_records = list(paused.usage_records)
+                run.usage_records, run.responses = list(paused.usage_records), list(paused.responses)
             again = None if turn_id is None else _resumed_before(entries, manager, run, turn_id)
             if again is not None:
                 return await _turn_again(manager, again[0], again[1], stream, agent_turn)
@@ -208,6 +212,7 @@ async def _entry_turn(
     """Under the chat's lock, with the chat loaded: run the entry agent's turn, save, and build the RunResult."""
     run, thread, chat_id = turn.run, turn.thread, turn.run.chat_id
     start = len(thread.items)
+    began = start if message is not None else _turn_began(thread.items, run)
     run.trace = open_trace(turn.agent.name, chat_id)
     if run.trace is not None:
         turn.parent_span = run.trace.trace
@@ -223,7 +228,7 @@ async def _entry_turn(
     finally:
         if turn.paused or not finished:  # calls wait for approval, or a failed append left one without its output
             manager.mark_unanswered(chat_id)
-            manager.paused_turns[chat_id] = PausedTurn(run.user_context, run.usage_records)  # a resume goes on
+            manager.paused_turns[chat_id] = PausedTurn(run.user_context, run.usage_records, run.responses)
         else:
             manager.paused_turns.pop(chat_id, None)
         if run.trace is not None:
@@ -235,17 +240,37 @@ async def _entry_turn(
                 await clean_up(manager.save(chat_id), f"saving chat {chat_id!r}")
     result = RunResult(
         final_output=turn.output,
-        new_items=without_call_marks(thread.items[start:]) if thread.has_marks else thread.items[start:],
+        new_items=_shown(thread, start),
+        turn_items=None if began == start else _shown(thread, began),
         chat_id=chat_id,
         agent=turn.agent.name,
         usage_records=run.usage_records,
         interruptions=run.interruptions,
+        last_agent=turn.agent,
+        _run=run,
+        _responses_of=model_responses,
     )
     if run._guardrail_log is not None:
         result.tool_guardrails = run._guardrail_log
     if stream is not None:
         stream._finish(result)
     return result
+
+
+def _shown(thread: ConversationThread, start: int) -> list[dict[str, Any]]:
+    return without_call_marks(thread.items[start:]) if thread.has_marks else thread.items[start:]
+
+
+def _turn_began(items: list[dict[str, Any]], run: Run) -> int:
+    """Where a resumed turn began in the entry agent's thread (its user message), as `Runner`'s resumed result
+    starts from the run's input: `to_input_list()` and the context's `turn_input` cover the whole turn."""
+    for index in range(len(items) - 1, -1, -1):
+        item = items[index]
+        if item.get("role") == "user" and "type" not in item:
+            content = item.get("content")
+            run.message = content if isinstance(content, str) else json.dumps(content)
+            return index
+    return len(items)
 
 
 def _unfinished_entry(

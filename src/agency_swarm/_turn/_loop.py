@@ -8,18 +8,20 @@ response asks for next), `_calls` (tools and sends). Those that start an agent's
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from collections.abc import Coroutine, Mapping
 from typing import Any, assert_never
 
 from agents import InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered, RunContextWrapper, agent_span
+from agents.run_context import AgentHookContext
 from openai.types.responses import ResponseFunctionToolCall
 
 from .._base._errors import MaxStepsExceeded
 from .._base._events import AgentFinished, AgentStarted, ToolCalled, ToolOutput
 from .._base._names import SEND_MESSAGE
-from .._threads._manager import ConversationThread, ThreadManager
+from .._threads._manager import ConversationThread, ThreadManager, clean_up
 from .._threads._thread_items import (
     INTERRUPTED_OUTPUT,
     call_marks,
@@ -51,6 +53,7 @@ from ._steps import (
     classify,
     next_step,
 )
+from ._tool_guardrails import AgentInputGuardrailResult
 from ._tools import named_tripwire
 from ._tracing import finish, started
 
@@ -202,10 +205,27 @@ async def _announce(turn: Turn, message: str | None) -> None:
             agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=turn.run.chat_id,
             message=_last_user_message(turn.thread) if message is None else message,
         ))
-    if message is not None and agent.input_guardrails:
-        await _check_input_guardrails(turn, message)
+    if message is not None and agent.input_guardrails:  # `run_in_parallel=False`: before the start, as `Runner`
+        await _check_input_guardrails(turn, message, in_parallel=False)
     if agent.hooks is not None and message is not None:  # resumed: when its next model call starts (agent_turn)
-        await agent.hooks.on_start(turn.run.context(), agent)
+        await agent.hooks.on_start(_start_context(turn, message), agent)
+    if message is not None and agent.input_guardrails:  # `Runner` runs these next to the first model call
+        await _check_input_guardrails(turn, message, in_parallel=True)
+
+
+def _start_context(turn: Turn, message: str | None) -> AgentHookContext[Any]:
+    """on_start's context: the run's, its `turn_input` the message that started this agent's turn (as `Runner`'s
+    is the run's input); a nested agent gets a copy holding the message it was sent."""
+    wrapper = turn.run.context()
+    turn_input: list[Any] = [{
+        "content": _last_user_message(turn.thread) if message is None else message, "role": "user",
+    }]
+    if turn.depth == 0:
+        wrapper.turn_input = turn_input
+        return wrapper
+    own = copy.copy(wrapper)  # shares usage, context and tool state, as `Runner`'s hook context does
+    own.turn_input = turn_input
+    return own
 
 
 def _last_user_message(thread: ConversationThread) -> str:
@@ -290,20 +310,44 @@ async def _report_last_calls(
 # -- guardrails ----------------------------------------------------------------------------------------------
 
 
-async def _check_input_guardrails(turn: Turn, message: str) -> None:
+async def _check_input_guardrails(turn: Turn, message: str, *, in_parallel: bool) -> None:
+    """The agent's input guardrails of one kind, in order; each result is kept for the RunResult."""
     context: RunContextWrapper[Any] = turn.run.context()
+    kept = turn.run.guardrail_log.agent_inputs
     for guardrail in turn.agent.input_guardrails:
+        if guardrail.run_in_parallel is not in_parallel:
+            continue
         result = await guardrail.run(turn.agent, message, context)
+        kept.append(AgentInputGuardrailResult(guardrail=result.guardrail, output=result.output, agent=turn.agent))
         if result.output.tripwire_triggered:
             raise named_tripwire(InputGuardrailTripwireTriggered(result), turn.agent.name)
 
 
 async def _before_finishing(turn: Turn, output: Any) -> None:
-    """Output guardrails, then the on_end hook."""
-    agent, context = turn.agent, turn.run.context()
+    """The on_end hook, then the output guardrails (`Runner`'s order), then what the turn held back stored. A tripwire
+    or any failure here stores it as blocked: an answer is dropped, held call outputs are stored withheld (nothing
+    the guardrails did not pass joins the thread, and every call keeps an output)."""
+    agent = turn.agent
+    try:
+        if agent.hooks is not None:
+            await agent.hooks.on_end(turn.run.context(), agent, output)
+        if agent.output_guardrails:
+            await _check_output_guardrails(turn, output)
+    except BaseException:
+        blocked = turn.store_held(blocked=True)
+        if blocked is not None:  # stored even when this task is cancelled again (shielded, bounded: clean_up)
+            await clean_up(blocked, f"storing {agent.name}'s withheld outputs")
+        raise
+    stored = turn.store_held()
+    if stored is not None:
+        await stored
+
+
+async def _check_output_guardrails(turn: Turn, output: Any) -> None:
+    """The agent's output guardrails, in order; each result is kept for the RunResult."""
+    agent, context, kept = turn.agent, turn.run.context(), turn.run.guardrail_log.agent_outputs
     for guardrail in agent.output_guardrails:
         result = await guardrail.run(context, agent, output)
+        kept.append(result)
         if result.output.tripwire_triggered:
             raise named_tripwire(OutputGuardrailTripwireTriggered(result), agent.name)
-    if agent.hooks is not None:
-        await agent.hooks.on_end(context, agent, output)

@@ -19,7 +19,7 @@ from .._model._retry import Attempts, StreamCall
 from ._history import model_history
 from ._outputs import HOSTED_ACTIVITY, unusual_items
 from ._setup import Setup
-from ._state import Turn
+from ._state import Run, Turn
 from ._tracing import current
 
 _UNTRACED, _TRACED = ModelTracing.DISABLED, ModelTracing.ENABLED  # a module global is read faster than an Enum member
@@ -33,6 +33,10 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
     turn's reader as it arrives (and is retried only until the first one has), a blocking one awaits the response.
     """
     agent, run = turn.agent, turn.run
+    if turn.held is not None:  # the last response asked for another call without tools (a hosted call, say)
+        stored = turn.store_held()
+        if stored is not None:
+            await stored
     history: Any = model_history(turn)  # plain dicts in Responses-API input shape
     hooks = agent.hooks
     if hooks is not None:
@@ -57,14 +61,18 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
     if usage is None:  # a streamed response that reported none: what its adapter says it stands for (else none)
         usage = Usage(requests=_sdk.requests_without_usage(response))
     run.record(setup.usage_key, usage)
+    run.responses.append((response, usage))
     if hooks is not None:
         await hooks.on_llm_end(run.context(), agent, _as_model_response(response, usage))
     output = response.output
     usual = len(output) == 1 and output[0].type in _USUAL
     items = [stored_item(output[0])] if usual else unusual_items(output, setup.tools)
-    stored = turn.thread.add(items)
-    if stored is not None:
-        await stored
+    if agent.output_guardrails:  # stored by the loop: now if the response asks for more, else once they pass
+        turn.held = items
+    else:
+        stored = turn.thread.add(items)
+        if stored is not None:
+            await stored
     if not usual and turn.emit is not None:
         await emit_hosted(turn, items)
     return output
@@ -139,6 +147,12 @@ def _as_model_response(response: ModelResponse | Response, usage: Any) -> ModelR
         total_tokens=usage.total_tokens, input_tokens_details=usage.input_tokens_details,
         output_tokens_details=usage.output_tokens_details,
     ))
+
+
+def model_responses(run: Run) -> list[ModelResponse]:
+    """Every model response of the turn, nested agents' included, as `on_llm_end` got it: `RunResult.raw_responses`
+    (converted only when read)."""
+    return [_as_model_response(response, usage) for response, usage in run.responses]
 
 
 def _model_span(turn: Turn) -> AbstractContextManager[Any]:

@@ -3,21 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from agents import ToolInputGuardrailResult, ToolOutputGuardrailResult, Usage
+from agents import (
+    ModelResponse,
+    OutputGuardrailResult,
+    RunContextWrapper,
+    ToolInputGuardrailResult,
+    ToolOutputGuardrailResult,
+    Usage,
+)
 
 from .._base._events import Event
 from .._model._usage import UsageTotals, totals_by_model, usage_of
 from ._channel import TurnStart, drive
-from ._tool_guardrails import GuardrailLog
+from ._tool_guardrails import AgentInputGuardrailResult, GuardrailLog
 
 if TYPE_CHECKING:
     from .._model._cost import CostEstimate, ModelPrice
+    from ._definition import AgentBase
 
 
 @dataclass(kw_only=True, frozen=True)
@@ -37,6 +46,12 @@ class Interruption:
     """The tool's namespace (`agents.tool_namespace`) when the call named one: `namespace.tool` is what waits."""
 
 
+class TurnState(Protocol):
+    """What a RunResult reads from its turn's state (`_state.Run`) when asked."""
+
+    def context(self) -> RunContextWrapper[Any]: ...
+
+
 @dataclass(kw_only=True)
 class RunResult:
     """What one top-level turn produced."""
@@ -51,9 +66,62 @@ class RunResult:
     interruptions: list[Interruption] = field(default_factory=list)
     """Tool calls waiting for approval (nested agents' included); empty unless the turn paused."""
     tool_guardrails: GuardrailLog | None = field(repr=False, default=None)
-    """The turn's tool guardrail results (None when no tool had guardrails); read them through the two properties."""
+    """The turn's guardrail results, tools' and agents' (None when nothing had guardrails); read them through the
+    four `*_guardrail_results` properties."""
     usage_records: list[tuple[tuple[str, str], Any]] = field(repr=False, default_factory=list)
     """((agent, model name), the usage that model call reported) for every model call of the turn, in order."""
+    turn_items: list[dict[str, Any]] | None = field(repr=False, default=None)
+    """A resumed turn's items from its user message on (what came before the pause included); None when the turn
+    began with this result (`new_items` are all of it)."""
+    last_agent: AgentBase | None = field(repr=False, default=None)
+    """The agent that answered (the object; `agent` is its name), as `Runner`'s `last_agent`."""
+    _run: TurnState | None = field(repr=False, default=None, compare=False)
+    _responses_of: Callable[[Any], list[ModelResponse]] | None = field(repr=False, default=None, compare=False)
+    """The turn's state, and how its responses become `raw_responses`: read only when asked (no object is made
+    per turn for them)."""
+
+    @property
+    def input_guardrail_results(self) -> list[AgentInputGuardrailResult]:
+        """Every agent input guardrail that ran in the turn (nested agents' included), in order: the SDK's
+        `InputGuardrailResult` with the `agent` it checked."""
+        return [] if self.tool_guardrails is None else self.tool_guardrails.agent_inputs
+
+    @property
+    def output_guardrail_results(self) -> list[OutputGuardrailResult]:
+        """Every agent output guardrail that ran in the turn (nested agents' included, each result names its
+        `agent`), in order."""
+        return [] if self.tool_guardrails is None else self.tool_guardrails.agent_outputs
+
+    @property
+    def raw_responses(self) -> list[ModelResponse]:
+        """Every model response of the turn (nested agents' included), in the order they came, as the SDK's
+        `ModelResponse`: output items, usage, response id. Their usage sums to `usage`."""
+        built: list[ModelResponse] | None = self.__dict__.get("_raw_responses")
+        if built is None:  # converted when first asked: a streamed call kept the API's Response
+            run, convert = self._run, self._responses_of
+            built = self.__dict__["_raw_responses"] = [] if run is None or convert is None else convert(run)
+        return built
+
+    @property
+    def context_wrapper(self) -> RunContextWrapper[Any]:
+        """The SDK run context the turn's tools, hooks and guardrails got: `context` is the object passed as
+        `context=`, `usage` the turn's usage so far, `turn_input` the user's message."""
+        if self._run is None:
+            return RunContextWrapper(context=None)
+        return self._run.context()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a durable turn's stored result) without what belongs to the process that ran the turn: the agent
+        object and the turn's state. Unpickled, `last_agent` is None, `raw_responses` empty unless read before, and
+        `context_wrapper` a new, empty one."""
+        state = dict(self.__dict__)
+        state["last_agent"] = state["_run"] = state["_responses_of"] = None
+        return state
+
+    def to_input_list(self) -> list[dict[str, Any]]:
+        """The turn's input and new items as model input items (a copy of `new_items`; for a resumed turn, of every
+        item since its user message), as `Runner`'s `to_input_list()`: append the next message to go on elsewhere."""
+        return copy.deepcopy(self.new_items if self.turn_items is None else self.turn_items)
 
     @property
     def totals_by_model(self) -> dict[tuple[str, str], UsageTotals]:

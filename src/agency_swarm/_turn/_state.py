@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from agents.run_context import AgentHookContext
+from agents.run_internal.blocked_output import OUTPUT_GUARDRAIL_BLOCKED_TOOL_OUTPUT as OUTPUT_WITHHELD
 
 from .._base._sync import Inside
 from .._model._usage import add_into, usage_of
@@ -35,8 +36,8 @@ class Run:
     """
 
     __slots__ = (
-        "_guardrail_log", "_wrapper", "approved", "chat_id", "inside", "interruptions", "open_pairs", "rejected",
-        "streaming", "trace", "turn_id", "usage_records", "user_context",
+        "_guardrail_log", "_wrapper", "approved", "chat_id", "inside", "interruptions", "message", "open_pairs",
+        "rejected", "responses", "streaming", "trace", "turn_id", "usage_records", "user_context",
     )
 
     def __init__(
@@ -48,8 +49,11 @@ class Run:
         rejected: Mapping[str, str | None] | None = None,
         inside: Inside = (),
         turn_id: str | None = None,
+        message: str | None = None,
     ) -> None:
         self.chat_id = chat_id
+        self.message = message
+        """The user's message that started the turn (None: a resume); the SDK context's `turn_input`."""
         self.turn_id = turn_id
         """The id the caller gave this turn: stored with its message, so running it again never starts it twice."""
         self.inside = inside
@@ -58,6 +62,9 @@ class Run:
         self.user_context = user_context
         self.usage_records: list[tuple[tuple[str, str], Any]] = []
         """((agent, model name), usage) of each model call: every total is summed from these when asked."""
+        self.responses: list[Any] = []
+        """Each model call's (response, usage): a ModelResponse, or the streamed Response and its usage
+        (`RunResult.raw_responses`)."""
         self.open_pairs: set[tuple[str, str]] = set()
         self._wrapper: AgentHookContext[Any] | None = None
         self.approved = approved
@@ -73,7 +80,10 @@ class Run:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
         if self._wrapper is None:
             usage = usage_of(usage for _, usage in self.usage_records)  # every agent's and model's, in call order
-            self._wrapper = AgentHookContext(context=self.user_context, usage=usage)
+            self._wrapper = AgentHookContext(
+                context=self.user_context, usage=usage,
+                turn_input=[] if self.message is None else [{"content": self.message, "role": "user"}],
+            )
         return self._wrapper
 
     @property
@@ -117,6 +127,24 @@ class Turn:
     """Where this turn's events go; None when nobody reads them (then none is built)."""
     sent_by: str | None = None
     """The call id of the send_message call that delivered this turn's message (None: not a send)."""
+    held: list[dict[str, Any]] | None = None
+    """The last response's items, not stored yet: an agent with output guardrails stores a final answer only once
+    they pass (a blocked answer never joins the thread, as under `Runner` with a session). A response that asks for
+    more is stored before its tools run (`run_tools`) or the next model call (`call_model`)."""
+
+    release: Callable[[str | None], Awaitable[None] | None] | None = None
+    """Stores the outputs of calls that ended the turn (`tool_use_behavior`), held back until the output guardrails
+    decide: as they are, or with a replacement text (`Calls.release`)."""
+
+    def store_held(self, *, blocked: bool = False) -> Awaitable[None] | None:
+        """Add what is held to the thread; returns the store's append to await, if any. `blocked`: the output
+        guardrails blocked the final output: a held answer is dropped, held call outputs are stored as `Runner`'s
+        withheld text (their calls need outputs)."""
+        items, self.held = self.held, None
+        release, self.release = self.release, None
+        if release is not None:
+            return release(OUTPUT_WITHHELD if blocked else None)
+        return None if items is None or blocked else self.thread.add(items)
 
 
 AgentTurn = Callable[[Turn, "str | None", "str | None"], Coroutine[Any, Any, None]]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from agents import (
+    Agent,
     FunctionTool,
+    InputGuardrailResult,
+    OutputGuardrailResult,
     ToolGuardrailFunctionOutput,
     ToolInputGuardrailData,
     ToolInputGuardrailResult,
@@ -20,13 +24,24 @@ _INFO_LIMIT = 300
 
 
 class GuardrailLog:
-    """Every tool guardrail result of one top-level turn, in the order they ran (`RunResult` exposes them)."""
+    """Every guardrail result of one top-level turn, tools' and agents', in the order they ran (`RunResult` exposes
+    them). Made when the first guardrail runs: turns without guardrails never have one."""
 
-    __slots__ = ("inputs", "outputs")
+    __slots__ = ("agent_inputs", "agent_outputs", "inputs", "outputs")
 
     def __init__(self) -> None:
         self.inputs: list[ToolInputGuardrailResult] = []
         self.outputs: list[ToolOutputGuardrailResult] = []
+        self.agent_inputs: list[AgentInputGuardrailResult] = []
+        self.agent_outputs: list[OutputGuardrailResult] = []
+
+
+@dataclass
+class AgentInputGuardrailResult(InputGuardrailResult):
+    """The SDK's `InputGuardrailResult` with the agent whose input it checked (as its `OutputGuardrailResult` has
+    one): an agency's turn holds the input guardrail results of every agent it ran."""
+
+    agent: Agent[Any]
 
 
 async def check_tool_input(
