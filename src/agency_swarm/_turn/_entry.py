@@ -238,11 +238,21 @@ async def _entry_turn(
                 await manager.save(chat_id)
             else:  # saved even when this task is cancelled again meanwhile (shielded, bounded: clean_up)
                 await clean_up(manager.save(chat_id), f"saving chat {chat_id!r}")
+    result = _result(turn, start, began)
+    if stream is not None:
+        stream._finish(result)
+    return result
+
+
+def _result(turn: Turn, start: int, began: int) -> RunResult:
+    """The entry agent's turn as a RunResult: the items since `start` (all of the turn since `began`, for a resumed
+    one's `to_input_list()`)."""
+    run, thread = turn.run, turn.thread
     result = RunResult(
         final_output=turn.output,
         new_items=_shown(thread, start),
         turn_items=None if began == start else _shown(thread, began),
-        chat_id=chat_id,
+        chat_id=run.chat_id,
         agent=turn.agent.name,
         usage_records=run.usage_records,
         interruptions=run.interruptions,
@@ -252,8 +262,6 @@ async def _entry_turn(
     )
     if run._guardrail_log is not None:
         result.tool_guardrails = run._guardrail_log
-    if stream is not None:
-        stream._finish(result)
     return result
 
 
