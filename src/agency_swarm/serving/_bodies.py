@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
@@ -18,10 +17,11 @@ from .._base._errors import (
     RunError,
     StoreError,
 )
+from .._base._redact import secret_free_logger
 from .._turn._results import RunResult
 from ._text import JSONBody
 
-logger = logging.getLogger("agency_swarm.serving")
+logger = secret_free_logger("agency_swarm.serving")
 
 
 # -- request and response bodies ------------------------------------------------------------------------

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 
+from .._base._redact import secret_free_logger
 from .._threads._store import ThreadStore
 
-logger = logging.getLogger("agency_swarm.serving")
+logger = secret_free_logger("agency_swarm.serving")
 
 HEALTH_CACHE_SECONDS = 1.0
 """/healthz reuses the store check's answer this long: a load balancer polling often costs one query a second."""
