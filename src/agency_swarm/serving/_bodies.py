@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
+from urllib.parse import quote
 
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
@@ -111,6 +112,12 @@ class ErrorResponse(BaseModel):
 
 class HealthResponse(BaseModel):
     status: Literal["ok"]
+
+
+def id_for_header(value: str) -> str:
+    """An id (a chat's, a turn's) as it goes in a header: percent-encoded UTF-8, every byte but RFC 3986's unreserved
+    characters, so the header is ASCII whatever the id holds, and as a path segment it names the same resource."""
+    return quote(value, safe="")
 
 
 # -- results and errors as JSON ----------------------------------------------------------------------------
