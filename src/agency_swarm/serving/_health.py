@@ -13,7 +13,8 @@ from .._threads._store import ThreadStore
 logger = secret_free_logger("agency_swarm.serving")
 
 HEALTH_CACHE_SECONDS = 1.0
-"""/healthz reuses the store check's answer this long: a load balancer polling often costs one query a second."""
+"""/healthz reuses the store check's answer this long: a load balancer polling often costs one check (a read and two
+small writes) a second."""
 HEALTH_TIMEOUT_SECONDS = 2.0
 """A store check that has not answered by then is a failure (so /healthz answers before a balancer gives up)."""
 HEALTH_PROBE_CHAT = "agency_swarm.healthz"
