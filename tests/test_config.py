@@ -504,6 +504,44 @@ def test_credentials_are_refused_without_echoing_them(tmp_path: Path) -> None:
     assert "SECRET123" not in str(error)
 
 
+SECRET = "sk-proj-" + "Zq9" * 14
+
+
+@pytest.mark.parametrize(
+    ("agent", "where", "problem"),
+    [
+        (f"toolkits: [[{SECRET}]]", "agents.Lead.toolkits", "toolkits[0]: each toolkit is a name (search) or"),
+        ("toolkits: [search, 31415926535]", "agents.Lead.toolkits", "toolkits[1]: each toolkit is a name"),
+        (f"toolkits: [{{toolkit: [{SECRET}]}}]", "agents.Lead.toolkits[0].toolkit", "a valid string (got a list)"),
+        ("toolkits: 31415926535", "agents.Lead.toolkits", "Input should be a valid list (got an integer)"),
+        (f"toolkits: [{SECRET}]", "agents.Lead.toolkits[0]", "unknown toolkit 'sk-***'"),
+        (f"max_steps: {SECRET}", "agents.Lead.max_steps", "Input should be a valid integer (got text)"),
+        (f"reasoning: {{effort: {SECRET}}}", "agents.Lead.reasoning.effort", "Input should be 'none', 'minimal'"),
+        (f"name: {SECRET}", "agents.Lead.name", "`name:` differs from the key 'Lead'"),
+        (f"metadata: {{team: [{SECRET}]}}", "agents.Lead.metadata.team", "a valid string (got a list)"),
+    ],
+)
+def test_a_secret_in_the_wrong_place_is_never_printed_back(
+    tmp_path: Path, agent: str, where: str, problem: str
+) -> None:
+    path = write(tmp_path, "a.yaml", f"agents:\n  Lead:\n    model: gpt-4.1\n    {agent}\n")
+    error = load_error(path, toolkits=TOOLKITS if "unknown" not in problem else {})
+    assert error.key == where
+    assert problem in str(error)
+    assert SECRET[8:] not in str(error)
+    assert "31415926535" not in str(error)
+
+
+def test_a_store_url_in_url_env_is_not_printed_back(tmp_path: Path) -> None:
+    url = "postgresql://app:hunter2-not-real@db.internal:5432/app"
+    path = write(tmp_path, "a.yaml", f"agents:\n  Lead:\n    model: gpt-4.1\nstore:\n  type: sql\n  url_env: '{url}'\n")
+    error = load_error(path)
+    assert error.key == "store.url_env"
+    assert "takes the name of an environment variable" in str(error)
+    assert "hunter2" not in str(error)
+    assert "db.internal" not in str(error)
+
+
 def test_a_misspelt_setting_is_a_typo_not_a_credential(tmp_path: Path) -> None:
     error = load_error(write(tmp_path, "a.yaml", "agents:\n  Lead:\n    max_token: 100\n"))
     assert "unknown key 'max_token'. Did you mean 'max_tokens'?" in str(error)

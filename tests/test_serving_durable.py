@@ -7,6 +7,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -83,6 +84,27 @@ def test_a_background_turn_answers_202_and_is_read_by_its_id(durable_server: Ser
     assert turn["result"]["final_output"] == "done: later"
     missing = httpx.get(f"{durable_server.url}/chats/{chat()}/turns/{body['turn_id']}", timeout=60)
     assert missing.status_code == 404
+
+
+@pytest.mark.parametrize("odd", ["a?b", "%41", "caf\u00e9", "\u65e5\u672c", "a b#c"])
+def test_the_location_of_a_background_turn_is_ascii_and_names_its_turn(durable_server: Server, odd: str) -> None:
+    chat_id = f"{chat()}-{odd}"
+    url = f"{durable_server.url}/chats/{quote(chat_id, safe='')}/messages"
+    key = {"Idempotency-Key": f"loc-{uuid.uuid4().hex}"}
+    accepted = httpx.post(url, json={"message": "where", "background": True}, headers=key, timeout=60)
+    assert accepted.status_code == 202, accepted.text
+    location = accepted.headers["location"]
+    assert location.isascii()
+    assert location == f"/chats/{quote(chat_id, safe='')}/turns/{accepted.json()['turn_id']}"
+    assert accepted.headers["turn-id"] == accepted.json()["turn_id"]
+    turn = httpx.get(f"{durable_server.url}{location}", timeout=60)
+    assert turn.status_code == 200, turn.text
+    assert (turn.json()["chat_id"], turn.json()["turn_id"]) == (chat_id, accepted.json()["turn_id"])
+    retried = httpx.post(url, json={"message": "where", "background": True}, headers=key, timeout=60)
+    assert (retried.status_code, retried.headers["location"]) == (202, location)  # the same turn, and no 500
+    with httpx.stream("GET", f"{durable_server.url}{location}/events", timeout=60) as events:
+        assert list(sse(events.iter_lines()))[-1]["event"] == "done"
+    assert users(durable_server, quote(chat_id, safe="")) == ["where"]
 
 
 def test_a_cut_stream_is_picked_up_with_last_event_id_every_event_once(durable_server: Server) -> None:

@@ -1,11 +1,14 @@
-"""/healthz reflects the store (issue 17, observation 8): 503 naming the problem while it is unreachable, never its
-address; one check a second at most, whoever polls. Real PostgreSQL: healthy, at a closed port, and cut mid-life
-behind a proxy. The one-second cache runs on an injected clock: nothing here waits for time to pass."""
+"""/healthz reflects the store (issue 17, observation 8): 503 naming the problem while it is unreachable or cannot
+write (a full disk), never its address; one check a second at most, whoever polls; HEAD; a probe chat no client
+reaches. Real PostgreSQL: healthy, at a closed port, and cut mid-life behind a proxy; a real full disk (a small
+tmpfs) where mounting one is allowed. The one-second cache runs on an injected clock: nothing here waits for time
+to pass."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 from collections.abc import AsyncIterator
@@ -16,7 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from agency_swarm import MemoryThreadStore, SQLThreadStore, ThreadStore
+from agency_swarm import FileThreadStore, MemoryThreadStore, SQLThreadStore, StoreError, ThreadStore
 from agency_swarm.serving import _health as serving
 from agency_swarm.serving import create_app
 from agency_swarm.serving._health import HEALTH_PROBE_CHAT
@@ -255,3 +258,133 @@ async def test_postgres_cut_mid_life_turns_health_503_and_back(proxy: tuple[Prox
         clock.now += 1.0
         assert healthy(await client.get("/healthz"))  # the pool reconnects
     await app.state.agency.aclose()
+
+
+# -- /healthz: reads and writes, a probe chat no client reaches, HEAD ----------------------------------------------
+
+
+def disk_full(store: FileThreadStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    async def no_space(file: Any, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store, "_write", no_space)
+
+
+async def test_healthz_is_503_while_the_store_cannot_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="agency_swarm.serving")
+    store, clock = FileThreadStore(tmp_path / "chats"), Clock()
+    app = create_app(build_agency, store=store)
+    app.state.health.clock = clock
+    async with client_for(app) as client:
+        assert (await client.get("/healthz")).status_code == 200
+        disk_full(store, monkeypatch)
+        clock.now += 1.0
+        health = await client.get("/healthz")
+        assert health.status_code == 503
+        assert health.json()["error"] == {
+            "type": "store_unavailable", "message": "The thread store cannot write (OSError ENOSPC).",
+        }
+        assert (await client.head("/healthz")).status_code == 503
+        turn = await client.post("/chats/c/messages", json={"message": "hi"})
+        assert turn.status_code == 503  # what health announces is what a turn meets
+        assert (await client.get("/chats/c/threads")).status_code == 200  # reads still work
+        monkeypatch.undo()
+        clock.now += 1.0
+        assert (await client.get("/healthz")).status_code == 200
+    assert "Health check: The thread store cannot write (OSError ENOSPC)." in caplog.text
+    assert HEALTH_PROBE_CHAT not in await store.list_chats()
+    await app.state.agency.aclose()
+
+
+class Unwritable(MemoryThreadStore):
+    async def append(self, chat_id: str, thread_key: str, items: list[dict[str, Any]]) -> None:
+        raise StoreError("Thread store db.internal:5432 could not append") from PermissionError(
+            errno.EROFS, "Read-only file system"
+        )
+
+
+async def test_healthz_names_the_kind_of_write_failure_never_the_store() -> None:
+    app = create_app(build_agency, store=Unwritable())
+    async with client_for(app) as client:
+        health = await client.get("/healthz")
+    assert health.status_code == 503
+    assert health.json()["error"]["message"] == "The thread store cannot write (PermissionError)."
+    assert "db.internal" not in health.text
+
+
+async def test_head_healthz_answers_without_a_body() -> None:
+    app = create_app(build_agency, store=MemoryThreadStore(), auth_token="t0ken")
+    async with client_for(app) as client:
+        head = await client.head("/healthz")
+        assert (head.status_code, head.content) == (200, b"")
+        assert head.headers["content-type"] == "application/json"
+        assert (await client.get("/healthz")).json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/messages"), ("POST", "/messages:stream"), ("POST", "/resume"), ("POST", "/resume:stream"),
+        ("GET", "/threads"), ("DELETE", ""),
+    ],
+)
+async def test_the_health_probe_chat_is_not_addressable(method: str, path: str) -> None:
+    store = MemoryThreadStore()
+    app = create_app(build_agency, store=store)
+    async with client_for(app) as client:
+        for chat in (HEALTH_PROBE_CHAT, HEALTH_PROBE_CHAT.replace("a", "%61", 1)):
+            body = {"message": "x" * 1000} if path.startswith("/messages") else None
+            response = await client.request(method, f"/chats/{chat}{path}", json=body)
+            assert response.status_code == 400, response.text
+            assert response.json()["error"]["type"] == "invalid_chat_id"
+            assert "reserved" in response.json()["error"]["message"]
+        assert (await client.get("/healthz")).status_code == 200
+    assert await store.list_chats() == []
+
+
+def _can_mount_tmpfs(target: Path) -> bool:
+    import subprocess
+
+    target.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(target)], capture_output=True)
+    return mounted.returncode == 0
+
+
+def fill(path: Path) -> None:
+    """Write to `path` until the disk is full."""
+    with path.open("wb", buffering=0) as filler, pytest.raises(OSError, match="No space left"):
+        write_until_full(filler)
+
+
+def write_until_full(filler: Any) -> None:
+    while True:
+        filler.write(b"\0" * 4096)
+
+
+async def test_healthz_on_a_real_full_disk(tmp_path: Path) -> None:
+    import subprocess
+
+    disk = tmp_path / "disk"
+    if not _can_mount_tmpfs(disk):
+        pytest.skip("needs permission to mount a small tmpfs")
+    store, clock = FileThreadStore(disk / "chats"), Clock()
+    try:
+        app = create_app(build_agency, store=store)
+        app.state.health.clock = clock
+        async with client_for(app) as client:
+            assert (await client.get("/healthz")).status_code == 200
+            fill(disk / "filler")
+            clock.now += 1.0
+            health = await client.get("/healthz")
+            assert (health.status_code, health.json()["error"]["message"]) == (
+                503, "The thread store cannot write (OSError ENOSPC).",
+            )
+            assert (await client.post("/chats/c/messages", json={"message": "hi"})).status_code == 503
+            (disk / "filler").unlink()
+            clock.now += 1.0
+            assert (await client.get("/healthz")).status_code == 200
+    finally:
+        await store.aclose()
+        await asyncio.to_thread(subprocess.run, ["umount", "--lazy", str(disk)], check=True)

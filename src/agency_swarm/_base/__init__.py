@@ -2,5 +2,6 @@
 
 `_errors` (the exception tree), `_events` (stream events), `_sdk` (the one module using private openai-agents
 names, each with a public fallback), `_items` (stored item shapes), `_names` (reserved names), `_placeholders`
-(`{name}` checks), `_sync` (blocking helpers and which turns a running tool is inside).
+(`{name}` checks), `_sync` (blocking helpers and which turns a running tool is inside), `_redact` (the one redaction
+of keys and tokens, and the logging filter that applies it).
 """

@@ -7,6 +7,8 @@ from typing import Any, Literal
 from openai.types.shared import ReasoningEffort
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ._source import yaml_kind
+
 _STRICT = ConfigDict(extra="forbid", strict=True)
 
 
@@ -85,14 +87,15 @@ class AgentSpec(BaseModel):
         if not isinstance(value, list):
             return value
         picks = []
-        for item in value:
+        for index, item in enumerate(value):
             if isinstance(item, str):
                 picks.append({"toolkit": item})
             elif isinstance(item, dict):
                 picks.append(item)
-            else:
+            else:  # its kind, never the value: a secret pasted here must not be printed back
                 raise ValueError(
-                    f"each toolkit is a name (search) or {{toolkit: name, tools: [tool, ...]}}, got {item!r}"
+                    f"toolkits[{index}]: each toolkit is a name (search) or {{toolkit: name, tools: [tool, ...]}}, "
+                    f"got {yaml_kind(item)}"
                 )
         return picks
 

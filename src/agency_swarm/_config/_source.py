@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._base._errors import ConfigFileError
+from .._base._redact import redact_secrets
 
 MAX_FILE_BYTES = 1_000_000
 """Config files and the instruction files they name are read whole; anything bigger is a mistake."""
@@ -60,10 +62,12 @@ class Source:
         return ", ".join(parts)
 
     def error(self, problem: str, loc: Loc = (), *, line: int | None = None) -> ConfigFileError:
+        """The error at `loc`. Messages name the problem and the place, never a value; names they quote (an unknown
+        key or toolkit) lose anything shaped like a credential, in case a secret was pasted in the wrong place."""
         line = self.line_of(loc) if line is None else line
-        return ConfigFileError(
-            f"{self.where(loc, line)}: {problem}", path=self.shown, line=line, key=key_name(loc) or None
-        )
+        key = key_name(loc) or None
+        text = redact_secrets(f"{self.where(loc, line)}: {problem}")
+        return ConfigFileError(text, path=self.shown, line=line, key=None if key is None else redact_secrets(key))
 
 
 def read_text(source: Source, path: str, loc: Loc) -> str:
@@ -83,3 +87,13 @@ def read_text(source: Source, path: str, loc: Loc) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
         raise source.error(f"{path} is not UTF-8 text (byte {error.start}).", loc) from None
+
+
+def yaml_kind(value: Any) -> str:
+    """YAML's words for a Python value's type; values themselves are never echoed (they may be secrets)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    names = {str: "text", int: "an integer", float: "a number", list: "a list", dict: "a mapping"}
+    return names.get(type(value), type(value).__name__)

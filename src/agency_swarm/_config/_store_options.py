@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from .._base._errors import ConfigError
@@ -96,6 +97,9 @@ def _sql_store(source: Source, spec: StoreSpec) -> ThreadStore:
         raise source.error(str(error), ("store", "url_env" if spec.url_env else "url")) from error
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _sql_url(source: Source, spec: StoreSpec) -> str:
     from urllib.parse import urlsplit
 
@@ -107,6 +111,11 @@ def _sql_url(source: Source, spec: StoreSpec) -> str:
             ("store",),
         )
     if spec.url_env is not None:
+        if not _ENV_NAME.fullmatch(spec.url_env):  # a URL pasted here holds a password: not printed back
+            raise source.error(
+                "`url_env:` takes the name of an environment variable (letters, digits and _), not the URL itself.",
+                ("store", "url_env"),
+            )
         url = os.environ.get(spec.url_env)
         if not url:
             raise source.error(f"the environment variable {spec.url_env} is not set.", ("store", "url_env"))

@@ -6,7 +6,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from .._base._errors import ConfigFileError
-from ._source import Loc, Source
+from ._source import Loc, Source, yaml_kind
 
 if TYPE_CHECKING:
     from pydantic import ValidationError
@@ -25,7 +25,7 @@ def validate_config(source: Source, raw: Any) -> FileSpec:
 
     if not isinstance(raw, dict):
         raise source.error(
-            f"the file must hold a mapping with an `agents:` key, not {_kind(raw)}.", line=source.lines.get(())
+            f"the file must hold a mapping with an `agents:` key, not {yaml_kind(raw)}.", line=source.lines.get(())
         )
     data = dict(raw)
     if isinstance(data.get("agents"), list):
@@ -66,12 +66,13 @@ def _agents_named_by_key(source: Source, agents: dict[Any, Any]) -> dict[Any, An
             odd = source.non_text_keys.get(("agents",))
             written, line = odd[0] if odd else (str(name), None)
             raise source.error(
-                f"YAML reads the agent name {written} as {_kind(name)}; quote it: '{written}'.", ("agents",), line=line
+                f"YAML reads the agent name {written} as {yaml_kind(name)}; quote it: '{written}'.", ("agents",),
+                line=line,
             )
         if isinstance(item, dict) and "name" in item:
             if item["name"] != name:
                 raise source.error(
-                    f"`name: {item['name']}` differs from the key {name!r}; the key is the agent's name, drop `name:`.",
+                    f"`name:` differs from the key {name!r}; the key is the agent's name, drop `name:`.",
                     ("agents", name, "name"),
                 )
             item = {key: value for key, value in item.items() if key != "name"}
@@ -120,16 +121,9 @@ def _problem(item: Any, loc: Loc) -> str:
     if kind == "missing":
         return f"the required key {loc[-1]!r} is missing."
     message = str(item["msg"]).removeprefix("Value error, ")
+    given = item.get("input")
+    if isinstance(given, str | int | float) and not isinstance(given, bool) and len(str(given)) >= 3:
+        message = message.replace(str(given), "the value")  # a message that quotes the value would echo a secret
     if kind.endswith("_type"):
-        message += f" (got {_kind(item.get('input'))})"
+        message += f" (got {yaml_kind(given)})"
     return message + "."
-
-
-def _kind(value: Any) -> str:
-    """YAML's words for a Python value's type; values themselves are never echoed (they may be secrets)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    names = {str: "text", int: "an integer", float: "a number", list: "a list", dict: "a mapping"}
-    return names.get(type(value), type(value).__name__)

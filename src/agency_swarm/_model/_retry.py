@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextvars import Token
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from .._base._errors import (
     ModelTimeout,
     ModelUnavailable,
 )
+from .._base._redact import redact_secrets
 
 T = TypeVar("T")
 
@@ -181,7 +181,6 @@ def _retry_after(error: BaseException) -> float | None:
 
 # -- keeping secrets out of messages ----------------------------------------------------------------------------
 
-_KEY_PATTERN = re.compile(r"\b(sk|rk|pk)-[A-Za-z0-9_\-*]{6,}")
 _DETAIL_LIMIT = 300
 
 
@@ -201,10 +200,8 @@ def _secrets_of(error: BaseException) -> list[str]:
 
 
 def redact(text: str, secrets: list[str]) -> str:
-    """`text` without any of `secrets` and without anything shaped like an API key."""
-    for secret in secrets:
-        text = text.replace(secret, "***")
-    return _KEY_PATTERN.sub(lambda match: f"{match.group(1)}-***", text)
+    """`text` without any of `secrets` and without anything shaped like an API key (the library's one redaction)."""
+    return redact_secrets(text, secrets)
 
 
 def _detail(error: BaseException) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from functools import cache
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -10,9 +9,10 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from agents import TResponseInputItem
 from pydantic import TypeAdapter, ValidationError
 
+from .._base._redact import secret_free_logger
 from ._store import Item, Threads
 
-logger = logging.getLogger(__name__)
+logger = secret_free_logger(__name__)
 
 AWAITING_APPROVAL = "agency_swarm.awaiting_approval"
 APPROVED_RUN = "agency_swarm.approved_run"

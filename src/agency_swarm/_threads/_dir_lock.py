@@ -10,18 +10,18 @@ stores refuse to work (`forked`). Linux and macOS; without `fcntl` (Windows), or
 
 from __future__ import annotations
 
-import logging
 import os
 import weakref
 
 from .._base._errors import StoreError
+from .._base._redact import secret_free_logger
 
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-logger = logging.getLogger(__name__)
+logger = secret_free_logger(__name__)
 
 SEVERAL_PROCESSES = (
     "For several processes (workers) use SQLThreadStore('postgresql://user@host/db') (or SQLThreadStore("

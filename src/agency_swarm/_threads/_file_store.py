@@ -8,7 +8,6 @@ import contextlib
 import errno
 import hashlib
 import json
-import logging
 import os
 import tempfile
 import urllib.parse
@@ -20,12 +19,13 @@ import aiofiles
 from aiofiles.threadpool.binary import AsyncFileIO
 
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, StoreError
+from .._base._redact import secret_free_logger
 from ._checks import item_problem
 from ._dir_lock import SEVERAL_PROCESSES, DirectoryLock
 from ._manager import check_chat_id, finish
 from ._store import DEFAULT_MAX_ITEM_BYTES, Item, Threads
 
-logger = logging.getLogger(__name__)
+logger = secret_free_logger(__name__)
 
 _SAFE_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _SUFFIX = ".jsonl"

@@ -8,16 +8,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import logging
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .._base._errors import StoreError
+from .._base._redact import secret_free_logger
 from ._store import ChatVersion
 
-logger = logging.getLogger("agency_swarm")
+logger = secret_free_logger("agency_swarm")
 
 POSTGRES_CONNECT_TIMEOUT_S = 10.0
 POSTGRES_CLOSE_TIMEOUT_S = 10.0

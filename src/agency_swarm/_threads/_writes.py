@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 from collections.abc import Awaitable
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
-logger = logging.getLogger(__name__)
+from .._base._redact import secret_free_logger
+
+logger = secret_free_logger(__name__)
 
 CLEAN_UP_SECONDS = 10.0
 """How long a clean-up write (a cancelled turn's "interrupted" outputs, its save) may hold a cancellation up."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import logging
 import socket
 import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -17,13 +16,15 @@ from dbos import DBOS, SetEnqueueOptions, SetWorkflowID, WorkflowHandleAsync
 
 from .._agency._agency import Agency, rejections
 from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingToResume, RunError, TurnLockLost
+from .._base._redact import secret_free_logger
 from .._threads._manager import check_chat_id
 from .._turn._results import RunResult
 from ._stream import DurableEvent, EventWriter, read_events, stream_ended
 from ._supervisor import Supervisor
 from ._workflow import forget, serve_turns, turn_workflow, wait_here
 
-logger = logging.getLogger("agency_swarm.durable")
+logger = secret_free_logger("agency_swarm.durable")
+secret_free_logger("dbos")  # DBOS logs a failed workflow's exception (a tool's, a model's) with its traceback
 LOST_LOCK_RETRIES = 3
 LAUNCH_ATTEMPTS = 6
 LAUNCH_PAUSE_SECONDS = 0.5

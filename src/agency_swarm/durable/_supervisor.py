@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 
 import asyncpg  # type: ignore[import-untyped]
 from dbos import DBOS
 
-logger = logging.getLogger("agency_swarm.durable")
+from .._base._redact import secret_free_logger
+
+logger = secret_free_logger("agency_swarm.durable")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS agency_swarm_executors (

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
+from urllib.parse import quote
 
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
@@ -18,10 +18,11 @@ from .._base._errors import (
     RunError,
     StoreError,
 )
+from .._base._redact import secret_free_logger
 from .._turn._results import RunResult
 from ._text import JSONBody
 
-logger = logging.getLogger("agency_swarm.serving")
+logger = secret_free_logger("agency_swarm.serving")
 
 
 # -- request and response bodies ------------------------------------------------------------------------
@@ -115,6 +116,12 @@ class ErrorResponse(BaseModel):
 
 class HealthResponse(BaseModel):
     status: Literal["ok"]
+
+
+def id_for_header(value: str) -> str:
+    """An id (a chat's, a turn's) as it goes in a header: percent-encoded UTF-8, every byte but RFC 3986's unreserved
+    characters, so the header is ASCII whatever the id holds, and as a path segment it names the same resource."""
+    return quote(value, safe="")
 
 
 # -- results and errors as JSON ----------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from ._bodies import (
     RunResultResponse,
     error_response,
     failure_response,
+    id_for_header,
     result_response,
 )
 from ._openapi import route_docs
@@ -66,10 +67,11 @@ async def _answered(submitted: Awaitable[TurnHandle], chat_id: str, *, backgroun
         handle = await submitted
         if background:
             response = model_response(await turn_response(handle), status_code=202)
-            response.headers["location"] = f"/chats/{chat_id}/turns/{handle.turn_id}"
+            where = f"/chats/{id_for_header(chat_id)}/turns/{id_for_header(handle.turn_id)}"
+            response.headers["location"] = where
         else:
             response = model_response(result_response(await handle.result()))
-        response.headers["turn-id"] = handle.turn_id
+        response.headers["turn-id"] = id_for_header(handle.turn_id)
         return response
     except TurnFailed as failed:
         return failed_response(failed)
@@ -199,7 +201,7 @@ class DurableEventStream(StreamingResponse):
     def __init__(self, handle: TurnHandle, after: int | None) -> None:
         super().__init__(
             _chunks(handle, after),
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no", "turn-id": handle.turn_id},
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no", "turn-id": id_for_header(handle.turn_id)},
         )
 
 

@@ -1,27 +1,34 @@
-"""Store health for /healthz: one cheap read, shared by concurrent requests and cached for a second."""
+"""Store health for /healthz: a read and a write, shared by concurrent requests and cached for a second."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
+import errno
 import time
 from collections.abc import Callable
 
+from .._base._redact import secret_free_logger
 from .._threads._store import ThreadStore
 
-logger = logging.getLogger("agency_swarm.serving")
+logger = secret_free_logger("agency_swarm.serving")
 
 HEALTH_CACHE_SECONDS = 1.0
-"""/healthz reuses the store check's answer this long: a load balancer polling often costs one query a second."""
+"""/healthz reuses the store check's answer this long: a load balancer polling often costs one check (a read and two
+small writes) a second."""
 HEALTH_TIMEOUT_SECONDS = 2.0
 """A store check that has not answered by then is a failure (so /healthz answers before a balancer gives up)."""
 HEALTH_PROBE_CHAT = "agency_swarm.healthz"
-"""/healthz loads this chat id, which no one uses: an indexed read of nothing on SQL stores, a file lookup on files."""
+"""/healthz reads this chat, writes one item to it and deletes it; the routes refuse this id (400), so no client can
+fill it (a read of nothing: an indexed read on SQL stores, a file lookup on files)."""
+HEALTH_PROBE_THREAD = "health->probe"
+HEALTH_PROBE_ITEM = {"type": "agency_swarm.health_probe"}
 
 
 class StoreHealth:
-    """Whether the app's store answers, as /healthz says: one cheap read (`load` of HEALTH_PROBE_CHAT), shared by
-    concurrent requests and reused for HEALTH_CACHE_SECONDS after it came, so polling stays cheap.
+    """Whether the app's store answers and takes writes, as /healthz says: a read (`load` of HEALTH_PROBE_CHAT), then
+    a write (one item appended to it, then the chat deleted), shared by concurrent requests and reused for
+    HEALTH_CACHE_SECONDS after it came, so polling stays cheap. A store that reads but cannot write (disk full,
+    read-only) fails it: every turn would fail too.
 
     `clock` (seconds, monotonic) is there for tests. The problem it reports names the failure's kind, never the
     store's address; the log gets a line when the store goes down or comes back, not one per poll.
@@ -45,16 +52,33 @@ class StoreHealth:
     async def _run(self) -> str | None:
         problem: str | None = None
         try:
-            await asyncio.wait_for(self.store.load(HEALTH_PROBE_CHAT), HEALTH_TIMEOUT_SECONDS)
+            problem = await asyncio.wait_for(self._probe(), HEALTH_TIMEOUT_SECONDS)
         except TimeoutError:
             problem = f"The thread store did not answer within {HEALTH_TIMEOUT_SECONDS:g} s."
-        except Exception as exc:
-            cause = exc if exc.__cause__ is None else exc.__cause__
-            problem = f"The thread store is unavailable ({type(cause).__name__})."
         if problem != self._problem or self._checked_at is None:
             if problem is None:
                 logger.info("Health check: the thread store answers.")
-            else:  # its type only: a driver's message may name the host, the user or the database
+            else:  # its kind only: a driver's message may name the host, the user or the database
                 logger.warning("Health check: %s", problem)
         self._checked_at, self._problem = self.clock(), problem
         return problem
+
+    async def _probe(self) -> str | None:
+        try:
+            await self.store.load(HEALTH_PROBE_CHAT)
+        except Exception as exc:
+            return f"The thread store is unavailable ({failure_kind(exc)})."
+        try:
+            await self.store.append(HEALTH_PROBE_CHAT, HEALTH_PROBE_THREAD, [dict(HEALTH_PROBE_ITEM)])
+            await self.store.delete(HEALTH_PROBE_CHAT)
+        except Exception as exc:
+            return f"The thread store cannot write ({failure_kind(exc)})."
+        return None
+
+
+def failure_kind(exc: BaseException) -> str:
+    """The failure's type (the driver's, under our StoreError), and an OSError's errno name (ENOSPC); never its
+    message, which may name the host, the user or the database."""
+    cause = exc if exc.__cause__ is None else exc.__cause__
+    code = errno.errorcode.get(cause.errno, "") if type(cause) is OSError and cause.errno else ""
+    return f"{type(cause).__name__} {code}" if code else type(cause).__name__

@@ -32,8 +32,9 @@ ChatId = Annotated[
     str,
     Path(
         description=(
-            "Names the chat: 1 to 200 printable characters (at most 255 UTF-8 bytes), not only whitespace, no '/' or "
-            "'\\', not '.' or '..'; any other id is 400 invalid_chat_id. A chat exists once something is stored in it."
+            "Names the chat: 1 to 200 printable characters (at most 255 UTF-8 bytes; percent-encode the UTF-8 bytes), "
+            "not only whitespace, no '/' or '\\', not '.' or '..', not 'agency_swarm.healthz' (the health check's); "
+            "any other id is 400 invalid_chat_id. A chat exists once something is stored in it."
         ),
         json_schema_extra={"maxLength": 200},
     ),
@@ -97,18 +98,24 @@ def key_turn_id(key: str | None) -> str | None:
 def add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: bool, durable: bool = False) -> None:
     """Every route but durable mode's own (`_durable.add_durable_routes` adds those, and the message routes)."""
     health_errors: dict[int | str, dict[str, Any]] = {
-        503: {"model": ErrorResponse, "description": "store_unavailable: the thread store does not answer"}
+        503: {
+            "model": ErrorResponse,
+            "description": "store_unavailable: the thread store does not answer, or cannot write",
+        }
     }
 
     @app.get(
         "/healthz", response_model=HealthResponse, tags=["server"], responses=health_errors, operation_id="healthz"
     )
     async def healthz() -> Response:
-        """The worker answers and so does its thread store (checked at most once a second). No authentication."""
+        """The worker answers and its thread store reads and writes (checked at most once a second). No
+        authentication. HEAD answers the same status without a body."""
         problem = await health.problem()
         if problem is not None:
             return error_response(503, "store_unavailable", problem)
         return model_response(HealthResponse(status="ok"))
+
+    app.head("/healthz", include_in_schema=False)(healthz)  # balancers that probe with HEAD
 
     if not durable:
         _add_message_routes(app, agency, protected=protected)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import logging
 import os
 import re
 from dataclasses import dataclass
@@ -15,11 +14,12 @@ from fastapi import FastAPI
 
 from .._agency._agency import Agency
 from .._base._errors import ConfigError
+from .._base._redact import secret_free_logger
 from .._threads._sql_store import POSTGRES_SCHEMES, SQLITE_SCHEMES, redact_url
 from .._threads._store import MemoryThreadStore, ThreadStore
 from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app
 
-logger = logging.getLogger("agency_swarm.serving")
+logger = secret_free_logger("agency_swarm.serving")
 
 ENV_FACTORY = "AGENCY_SWARM_SERVE_FACTORY"
 ENV_CONFIG = "AGENCY_SWARM_SERVE_CONFIG"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,11 +14,12 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .._base._events import Event, RawModelEvent
+from .._base._redact import secret_free_logger
 from .._turn._results import ResponseStream
 from ._bodies import error_status, result_response
 from ._text import utf8
 
-logger = logging.getLogger("agency_swarm.serving")
+logger = secret_free_logger("agency_swarm.serving")
 
 SSE_KEEPALIVE_SECONDS = 15.0
 """A comment line is sent when a stream has been silent this long, so proxies keep the connection open."""

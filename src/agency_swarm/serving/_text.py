@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import Response
@@ -15,7 +15,6 @@ from pydantic_core import PydanticSerializationError
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 """A JSON escape of a UTF-16 surrogate (\\uD800-\\uDFFF): the only way valid UTF-8 JSON can spell a lone one."""
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_MAX_TEXT_PROBLEMS = 20
 
 
 def _well_formed(text: str) -> str:
@@ -54,27 +53,54 @@ def _not_utf8(loc: list[str | int], what: str) -> dict[str, Any]:
     return {"loc": loc, "msg": f"Text must be valid UTF-8: {what}.", "type": "invalid_utf8"}
 
 
-def _surrogate_locations(value: Any) -> list[list[str | int]]:
-    """Where, in a parsed JSON body, a string holds a lone surrogate (a key: where its object is); in order."""
-    found: list[list[str | int]] = []
-    pending: deque[tuple[list[str | int], Any]] = deque([(["body"], value)])
-    while pending and len(found) < _MAX_TEXT_PROBLEMS:
-        loc, current = pending.popleft()
-        if isinstance(current, str) and _SURROGATE.search(current):
-            found.append(loc)
-        elif isinstance(current, dict):
-            if any(_SURROGATE.search(key) for key in current):
-                found.append(loc)  # the key itself is not echoed back
-            pending.extend(([*loc, key], item) for key, item in current.items() if not _SURROGATE.search(key))
-        elif isinstance(current, list):
-            pending.extend(([*loc, index], item) for index, item in enumerate(current))
-    return found
+def _children(container: dict[str, Any] | list[Any]) -> Iterator[tuple[str | int, Any]]:
+    return iter(container.items()) if isinstance(container, dict) else enumerate(container)
+
+
+def _lone_surrogate_in_keys(value: Any) -> bool:
+    # keys joined: Python strings never merge two surrogate code points into a pair, so one search sees them all
+    return isinstance(value, dict) and _SURROGATE.search("".join(value)) is not None
+
+
+def first_lone_surrogate(value: Any) -> list[str | int] | None:
+    """Where, in a parsed JSON body, the first string (in document order) holding a lone surrogate is; for a key,
+    where its object is (the key is not echoed). None when there is none.
+
+    Depth-first with one iterator per open container: time linear in the number of values, memory linear in the
+    depth, no recursion (any depth), and the path is built once, for the string found."""
+    if isinstance(value, str):
+        return ["body"] if _SURROGATE.search(value) else None
+    if not isinstance(value, (dict, list)):
+        return None
+    if _lone_surrogate_in_keys(value):
+        return ["body"]
+    keys: list[str | int] = []  # keys[i]: the key under which open container i + 1 sits in container i
+    open_containers = [_children(value)]
+    while open_containers:
+        for key, child in open_containers[-1]:
+            if isinstance(child, str):
+                if _SURROGATE.search(child):
+                    return ["body", *keys, key]
+            elif isinstance(child, (dict, list)):
+                if _lone_surrogate_in_keys(child):
+                    return ["body", *keys, key]
+                keys.append(key)
+                open_containers.append(_children(child))
+                break
+        else:  # this container is done: back to its parent, which goes on after it
+            open_containers.pop()
+            if keys:
+                keys.pop()
+    return None
 
 
 def text_problems(body: bytes) -> list[dict[str, Any]]:
-    """What makes a request body's text invalid UTF-8, as validation details; [] for a fine body (or one that is not
-    JSON: the route says so). Bytes that are not UTF-8 (RFC 8259: JSON on the wire is UTF-8), or a string spelling a
-    lone surrogate, `"\\ud800"`: valid JSON, but no text, and no UTF-8 encoder takes it."""
+    """What makes a request body's text invalid UTF-8, as validation details (the first problem only); [] for a fine
+    body (or one that is not JSON: the route says so). Bytes that are not UTF-8 (RFC 8259: JSON on the wire is
+    UTF-8), or a string spelling a lone surrogate, `"\\ud800"`: valid JSON, but no text, and no UTF-8 encoder takes it.
+
+    Linear in the body's size, in time and memory: a strict decode, a regex search, and only when that finds a
+    surrogate's escape, one parse and one walk (`first_lone_surrogate`)."""
     if json.detect_encoding(body) not in ("utf-8", "utf-8-sig"):  # what json.loads would decode it as: UTF-16/32
         return [_not_utf8(["body"], "the body is not UTF-8")]
     if not body.isascii():
@@ -86,7 +112,7 @@ def text_problems(body: bytes) -> list[dict[str, Any]]:
         return []
     try:
         parsed = json.loads(body)
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError):  # not JSON (or nested past the parser's limit): the route refuses it
         return []
-    return [_not_utf8(loc, "this holds a lone surrogate (\\uD800-\\uDFFF without its pair)") for loc in
-            _surrogate_locations(parsed)]
+    loc = first_lone_surrogate(parsed)
+    return [] if loc is None else [_not_utf8(loc, "this holds a lone surrogate (\\uD800-\\uDFFF without its pair)")]
