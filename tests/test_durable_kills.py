@@ -553,8 +553,9 @@ async def test_kill_workers_at_random_every_turn_ends_once_and_well_formed() -> 
     log: Log | None = None
     try:
         server = await asyncio.to_thread(
-            start_serve, ["--factory", "durable_kill_app:build_agency", "--store", url, "--durable"], workers=3,
-            env={URL_ENV: url},
+            start_serve,
+            ["--factory", "durable_kill_app:build_agency", "--store", url, "--durable", "--durable-queue", QUEUE],
+            workers=3, env={URL_ENV: url},
         )
         print(f"durable kills: database and 3 workers up in {time.monotonic() - began:.1f} s")
         log = Log(server, asyncio.get_running_loop())

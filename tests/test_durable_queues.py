@@ -1,4 +1,9 @@
-"""Durable workers of different queues on one database (two agencies, or two test runs) keep to their own queue.
+"""Durable workers of different queues on one database (two agencies, or two test runs) keep to their own queue, and
+a queue belongs to one agency.
+
+- An agency's queue is named after its chart (agent names, entry points, flows) unless given; `launch` claims it in
+  `agency_swarm_queues` and refuses a queue another agency's workers use, or where its turns still wait, naming both
+  agencies. The same agency again is accepted; a queue whose agency has neither passes on.
 
 - DBOS dequeues from every queue its application ("agency_swarm") has in the database unless told which to listen
   to: a worker would run another queue's turns with its own agency. `DurableTurns.launch` listens to its queue only.
@@ -16,9 +21,11 @@ import asyncpg
 import pytest
 from dbos import DBOSClient
 
-from agency_swarm import Agency, Agent, SQLThreadStore
+from agency_swarm import Agency, Agent, ConfigError, SQLThreadStore
 from agency_swarm.durable import DurableTurns
+from agency_swarm.durable._queues import AgencyIdentity, claim_queue
 from agency_swarm.durable._runner import chat_tag
+from agency_swarm.serving import ServeSettings
 from agency_swarm.testing import ScriptedModel
 from postgres_support import require_postgres
 
@@ -34,7 +41,7 @@ async def other_queue_turn(client: DBOSClient, queue: str) -> str:
     """A turn waiting on `queue`, which this process's worker does not serve (as another agency's would)."""
     await client.register_queue_async(queue, partition_concurrency=1, application_name="agency_swarm")
     chat_id = f"queues-{uuid.uuid4().hex[:10]}"
-    turn_id = f"{chat_tag(chat_id)}-{uuid.uuid4().hex}"
+    turn_id = f"{chat_tag(chat_id, queue)}-{uuid.uuid4().hex}"
     request = {"chat_id": chat_id, "message": "not for this worker", "recipient_agent": None, "turn_id": turn_id}
     await client.enqueue_async({"workflow_name": "agency_swarm.turn", "queue_name": queue, "workflow_id": turn_id,
                                 "queue_partition_key": chat_id, "app_version": "1"}, request)
@@ -107,4 +114,122 @@ async def test_a_dead_worker_of_another_queue_has_its_turns_put_back_on_its_queu
         await connection.execute("DELETE FROM agency_swarm_executors WHERE executor_id = $1", dead)
         await connection.close()
         await forget(client, foreign, other)  # first: DBOS's destroy takes the loop's default executor with it
+        await close(turns)
+
+
+# -- a queue belongs to one agency ----------------------------------------------------------------------------------
+
+
+def answering(name: str) -> Agent:
+    return Agent(name=name, model=ScriptedModel(lambda call: f"{name}: {call.last_user_message}"))
+
+
+SUPPORT = AgencyIdentity(Agency(answering("Support")))
+def sales_agency() -> Agency:
+    sales = answering("Sales")
+    return Agency([sales, [sales, answering("Helper")]])
+
+
+SALES = AgencyIdentity(sales_agency())
+
+
+def test_an_agency_s_queue_is_named_after_its_chart_unless_given() -> None:
+    same_chart = Agency(Agent(name="Support", instructions="Other words.", model=ScriptedModel(lambda call: "hi")))
+    assert AgencyIdentity(same_chart).key == SUPPORT.key  # instructions, tools, models: not the chart
+    assert SUPPORT.default_queue() != SALES.default_queue()
+    assert SUPPORT.default_queue().startswith("agency_swarm_turns_")
+    url = "postgresql://127.0.0.1/test"
+    assert DurableTurns(same_chart, database_url=url).queue_name == SUPPORT.default_queue()
+    assert DurableTurns(same_chart, database_url=url, queue_name="support-eu").queue_name == "support-eu"
+    for bad in ("", "Support", "a b", "x" * 64, "-x"):
+        with pytest.raises(ConfigError, match="queue's name must be"):
+            DurableTurns(same_chart, database_url=url, queue_name=bad)
+
+
+def test_durable_queue_goes_with_durable() -> None:
+    with pytest.raises(ConfigError, match="add --durable"):
+        ServeSettings(factory="durable_app:build_agency", durable_queue="support").check()
+    settings = ServeSettings(factory="durable_app:build_agency", durable=True, durable_queue="support")
+    assert ServeSettings.from_env(settings.to_env()).durable_options() == {"queue_name": "support"}
+
+
+@pytest.fixture
+async def registry() -> AsyncIterator[tuple[asyncpg.Connection, str]]:
+    """A connection and a queue name of this test's own; the queue's row is deleted after."""
+    connection = await asyncpg.connect(require_postgres())
+    queue = f"claims_{uuid.uuid4().hex[:10]}"
+    yield connection, queue
+    await connection.execute("DELETE FROM agency_swarm_queues WHERE queue_name = $1", queue)
+    await connection.close()
+
+
+async def test_a_queue_another_agency_s_live_workers_use_is_refused_naming_both(
+    registry: tuple[asyncpg.Connection, str],
+) -> None:
+    connection, queue = registry
+    await claim_queue(connection, queue, SUPPORT, expire_after=5)
+    await claim_queue(connection, queue, SUPPORT, expire_after=5)  # a second worker of it, or its restart
+    with pytest.raises(ConfigError) as refused:
+        await claim_queue(connection, queue, SALES, expire_after=5)
+    message = str(refused.value)
+    owner = f"Durable queue {queue!r} belongs to another agency, of {SUPPORT.described}, which has live workers"
+    assert owner in message
+    assert f"this agency is of {SALES.described}" in message
+    assert "--durable-queue NAME" in message
+    assert await connection.fetchval("SELECT agency FROM agency_swarm_queues WHERE queue_name = $1", queue) == (
+        SUPPORT.key
+    )
+
+
+async def test_a_queue_passes_on_once_its_agency_has_no_live_worker_and_no_waiting_turn(
+    registry: tuple[asyncpg.Connection, str],
+) -> None:
+    connection, queue = registry
+    await claim_queue(connection, queue, SUPPORT, expire_after=5)
+    await connection.execute("UPDATE agency_swarm_queues SET beat_at = beat_at - interval '1 hour' "
+                             "WHERE queue_name = $1", queue)  # its last worker stopped an hour ago
+    await claim_queue(connection, queue, SALES, expire_after=5)
+    assert await connection.fetchval("SELECT agency FROM agency_swarm_queues WHERE queue_name = $1", queue) == (
+        SALES.key
+    )
+
+
+async def test_a_queue_where_an_agency_s_turns_wait_stays_its_own_without_workers(
+    registry: tuple[asyncpg.Connection, str], client: DBOSClient,
+) -> None:
+    connection, queue = registry
+    await claim_queue(connection, queue, SUPPORT, expire_after=5)
+    await connection.execute("UPDATE agency_swarm_queues SET beat_at = beat_at - interval '1 hour' "
+                             "WHERE queue_name = $1", queue)
+    waiting = await other_queue_turn(client, queue)  # Support's turn, which no worker has taken yet
+    try:
+        with pytest.raises(ConfigError, match="which has 1 unfinished turns on it"):
+            await claim_queue(connection, queue, SALES, expire_after=5)
+    finally:
+        await forget(client, waiting, queue)
+
+
+async def test_launch_refuses_another_agency_s_queue_and_launches_on_its_own_after(
+    registry: tuple[asyncpg.Connection, str],
+) -> None:
+    connection, queue = registry
+    await claim_queue(connection, queue, SUPPORT, expire_after=5)  # Support's workers are live on it
+    url = require_postgres()
+    agency = Agency(answering("Sales"), thread_store=SQLThreadStore(url))
+    refused = DurableTurns(agency, database_url=url, executor_id=f"claims-{queue}", queue_name=queue)
+    with pytest.raises(ConfigError, match="belongs to another agency"):
+        await refused.launch()
+    own = f"{queue}_own"
+    turns = DurableTurns(agency, database_url=url, executor_id=f"claims-{queue}", queue_name=own)
+    await turns.launch()  # nothing of the refused launch is left in the way
+    try:
+        handle = await turns.submit("hello", chat_id=f"claims-{queue}")
+        assert (await handle.result()).final_output == "Sales: hello"
+    finally:
+        await connection.execute("DELETE FROM agency_swarm_queues WHERE queue_name = $1", own)
+        client = DBOSClient(system_database_url=url)
+        try:
+            await client.delete_queue_async(own)
+        finally:
+            client.destroy()
         await close(turns)

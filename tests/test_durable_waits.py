@@ -13,7 +13,7 @@ import pytest
 from agents import function_tool
 
 from agency_swarm import Agency, Agent, SQLThreadStore
-from agency_swarm.durable import DurableTurns
+from agency_swarm.durable import DurableTurns, TurnHandle
 from agency_swarm.durable import _stream as durable_stream
 from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall
 from postgres_support import require_postgres
@@ -115,7 +115,9 @@ async def test_a_waiter_in_another_process_is_woken_by_the_turns_stream(turns: D
     try:
         turn_id = other.submit(chat_id, uuid.uuid4().hex, f"block {gate}")
         assert other.read().startswith("blocked ")
-        waiter = asyncio.ensure_future(turns.handle(chat_id, turn_id).result())  # this process never runs it
+        # This process never runs it (the other worker's queue is not its own, and neither are its turn ids: a handle
+        # of its own, not `turns.handle`, which refuses another queue's turn).
+        waiter = asyncio.ensure_future(TurnHandle(turn_id, chat_id).result())
         connection = await asyncpg.connect(url)
         try:
             await asyncio.sleep(0)

@@ -147,6 +147,13 @@ DurableOption = Annotated[
         "worker's turns; Idempotency-Key, background turns, resumable streams (needs the [durable] extra).",
     ),
 ]
+DurableQueueOption = Annotated[
+    str | None,
+    typer.Option(
+        "--durable-queue", help="With --durable: the agency's queue (a-z, 0-9, _, -). Default: a queue named after "
+        "the agency's chart. A queue another agency's workers use is refused at start.", show_default=False,
+    ),
+]
 ModelsOption = Annotated[
     str | None,
     typer.Option(
@@ -287,13 +294,14 @@ def serve_command(
     models: ModelsOption = None,
     toolkits: ToolkitsOption = None,
     durable: DurableOption = False,
+    durable_queue: DurableQueueOption = None,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
     from ..serving._serve import ServeSettings, serve
 
     settings = ServeSettings(
         config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
-        max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable,
+        max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable, durable_queue=durable_queue,
     )
     try:
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)

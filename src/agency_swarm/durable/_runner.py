@@ -19,6 +19,7 @@ from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingTo
 from .._base._redact import secret_free_logger
 from .._threads._manager import check_chat_id
 from .._turn._results import RunResult
+from ._queues import AgencyIdentity, checked_queue_name
 from ._stream import DurableEvent, EventWriter, read_events, stream_ended
 from ._supervisor import Supervisor
 from ._workflow import forget, serve_turns, turn_workflow, wait_here
@@ -66,9 +67,11 @@ def failure(error: Exception) -> TurnFailed:
     return TurnFailed(message, kind, type(error).__name__)
 
 
-def chat_tag(chat_id: str) -> str:
-    """The start of every turn id of a chat: a handle for another chat's turn is refused without a lookup."""
-    return hashlib.blake2b(chat_id.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+def chat_tag(chat_id: str, queue_name: str) -> str:
+    """The start of every turn id of a chat on a queue: a handle for another chat's turn, or another agency's, is
+    refused without a lookup, and the same chat id and key on two agencies' queues are two turns."""
+    tagged = f"{queue_name}\0{chat_id}".encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(tagged, digest_size=8).hexdigest()
 
 
 def cannot_connect_yet(error: BaseException) -> bool:
@@ -139,9 +142,13 @@ class TurnHandle:
 class DurableTurns:
     """Runs an agency's top-level turns as DBOS workflows on one queue in PostgreSQL (one per process).
 
+    The queue belongs to this agency: `queue_name` (a-z, 0-9, _ and -), else `agency_swarm_turns_<12 hex>` named after
+    the agency's chart (its agents' names, entry points and flows). `launch` refuses (ConfigError) a queue another
+    agency's workers use, or one where another agency's turns wait (docs/design/durable.md).
+
     `executor_id` must be stable per worker slot and distinct between live workers: a restarted worker with the same
     id recovers its own unfinished turns at launch; the others take over the turns of a worker whose heartbeat
-    stopped for `expire_after_seconds`. Without one, the worker takes the first free slot `<host name>-<n>`.
+    stopped for `expire_after_seconds`. Without one, the worker takes the first free slot `<host name>-<queue>-<n>`.
     `concurrency` turns run at once per worker; a chat's turns run one at a time, in the order submitted.
     `poll_seconds` is how often the worker looks for queued turns: a turn waits half of it on average before it
     starts, and an idle worker spends CPU on every look (docs/design/durable.md has the figures). `pool_size`
@@ -155,7 +162,7 @@ class DurableTurns:
         database_url: str,
         executor_id: str | None = None,
         application_version: str = "1",
-        queue_name: str = "agency_swarm_turns",
+        queue_name: str | None = None,
         concurrency: int = 16,
         heartbeat_seconds: float = 1.0,
         expire_after_seconds: float = 5.0,
@@ -171,10 +178,14 @@ class DurableTurns:
         if not 0 < heartbeat_seconds < expire_after_seconds:
             raise ConfigError("heartbeat_seconds must be above 0 and below expire_after_seconds.")
         _check_positive(concurrency=concurrency, pool_size=pool_size, poll_seconds=poll_seconds)
+        self.identity = AgencyIdentity(agency)
+        queue_name = self.identity.default_queue() if queue_name is None else checked_queue_name(queue_name)
         self.agency, self.executor_id, self.queue_name = agency, executor_id or "", queue_name
         self._url, self._version, self._concurrency = database_url, application_version, concurrency
         self._poll_seconds, self._pool_size = poll_seconds, pool_size
-        self._supervisor = Supervisor(database_url, executor_id, queue_name, heartbeat_seconds, expire_after_seconds)
+        self._supervisor = Supervisor(
+            database_url, executor_id, queue_name, self.identity, heartbeat_seconds, expire_after_seconds
+        )
         self._queue: Any = None
 
     async def launch(self) -> None:
@@ -207,7 +218,7 @@ class DurableTurns:
             DBOS.destroy(destroy_registry=False)
 
     async def _launch_once(self) -> None:
-        self.executor_id = await self._supervisor.connect(socket.gethostname())
+        self.executor_id = await self._supervisor.connect(f"{socket.gethostname()}-{self.queue_name}")
         DBOS(config={
             "name": "agency_swarm", "system_database_url": self._url, "executor_id": self.executor_id,
             "application_version": self._version, "log_level": "WARNING", "sys_db_pool_size": self._pool_size,
@@ -267,7 +278,7 @@ class DurableTurns:
             raise ConfigError("key must be a non-empty str of at most 255 characters.")
         suffix = uuid.uuid4().hex if key is None else hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
         chat_id = request["chat_id"]
-        request["turn_id"] = turn_id = f"{chat_tag(chat_id)}-{kind}{suffix}"
+        request["turn_id"] = turn_id = f"{chat_tag(chat_id, self.queue_name)}-{kind}{suffix}"
         with SetWorkflowID(turn_id), SetEnqueueOptions(queue_partition_key=chat_id):
             await self._queue.enqueue_async(turn_workflow, request)
         return TurnHandle(turn_id, chat_id)
@@ -275,7 +286,8 @@ class DurableTurns:
     def handle(self, chat_id: str, turn_id: str) -> TurnHandle:
         """The handle of a turn submitted to `chat_id` (by any worker); UnknownTurn if the id is not that chat's."""
         chat_id = check_chat_id(chat_id)
-        if not isinstance(turn_id, str) or not turn_id.startswith(chat_tag(chat_id) + "-") or len(turn_id) > 80:
+        tag = chat_tag(chat_id, self.queue_name)
+        if not isinstance(turn_id, str) or not turn_id.startswith(tag + "-") or len(turn_id) > 80:
             raise UnknownTurn(f"Chat {chat_id!r} has no turn {turn_id!r}.")
         return TurnHandle(turn_id, chat_id)
 

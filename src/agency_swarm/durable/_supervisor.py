@@ -18,6 +18,7 @@ import asyncpg  # type: ignore[import-untyped]
 from dbos import DBOS
 
 from .._base._redact import secret_free_logger
+from ._queues import AgencyIdentity, claim_queue
 
 logger = secret_free_logger("agency_swarm.durable")
 
@@ -29,6 +30,9 @@ CREATE TABLE IF NOT EXISTS agency_swarm_executors (
     claimed_at TIMESTAMPTZ
 )"""
 _BEAT = """
+WITH queue AS (
+    UPDATE agency_swarm_queues SET beat_at = clock_timestamp() WHERE queue_name = $2 AND agency = $3
+)
 INSERT INTO agency_swarm_executors (executor_id) VALUES ($1)
 ON CONFLICT (executor_id) DO UPDATE SET beat_at = clock_timestamp(), claimed_by = NULL, claimed_at = NULL"""
 _CLAIM = """
@@ -43,21 +47,26 @@ MAX_SLOTS = 1024
 
 
 class Supervisor:
-    def __init__(self, url: str, executor_id: str | None, queue_name: str, beat: float, expire_after: float) -> None:
-        self.url, self.executor_id, self.queue_name = url, executor_id or "", queue_name
+    def __init__(
+        self, url: str, executor_id: str | None, queue_name: str, identity: AgencyIdentity, beat: float,
+        expire_after: float,
+    ) -> None:
+        self.url, self.executor_id, self.queue_name, self.identity = url, executor_id or "", queue_name, identity
         self._configured = self.executor_id  # blank: a slot is taken at each connect
         self.beat, self.expire_after = beat, expire_after
         self._task: asyncio.Task[None] | None = None
         self._connection: asyncpg.Connection | None = None
 
     async def connect(self, slot_prefix: str) -> str:
-        """Open the heartbeat's connection; without an executor id, take the first free worker slot
-        `<slot_prefix>-<n>` (a session lock, freed at once when a worker dies, so its restart takes the same slot and
-        DBOS recovers that slot's turns at launch). Returns the executor id."""
+        """Open the heartbeat's connection and claim the queue for this agency (ConfigError when another agency
+        uses it); without an executor id, take the first free worker slot `<slot_prefix>-<n>` (a session lock,
+        freed at once when a worker dies, so its restart takes the same slot and DBOS recovers that slot's turns at
+        launch). Returns the executor id."""
         self.executor_id = self._configured
         self._connection = await asyncpg.connect(self.url)
         with contextlib.suppress(asyncpg.UniqueViolationError):  # two workers making the table at once
             await self._connection.execute(_SCHEMA)
+        await claim_queue(self._connection, self.queue_name, self.identity, self.expire_after)
         if not self.executor_id:
             for slot in range(MAX_SLOTS):
                 name = f"{slot_prefix}-{slot}"
@@ -70,7 +79,7 @@ class Supervisor:
 
     async def start(self) -> None:
         assert self._connection is not None
-        await self._connection.execute(_BEAT, self.executor_id)
+        await self._beat(self._connection)
         self._task = asyncio.create_task(self._run(), name=f"agency_swarm.durable heartbeat {self.executor_id}")
 
     async def stop(self) -> None:
@@ -96,7 +105,7 @@ class Supervisor:
         the turns handed back."""
         connection = self._connection
         assert connection is not None
-        await connection.execute(_BEAT, self.executor_id)
+        await self._beat(connection)
         handed: list[str] = []
         for row in await connection.fetch(_CLAIM, self.executor_id, self.expire_after):
             dead = row["executor_id"]
@@ -113,6 +122,10 @@ class Supervisor:
                 handed += ids
             await connection.execute(_RELEASE, dead, self.executor_id)
         return handed
+
+    async def _beat(self, connection: asyncpg.Connection) -> None:
+        """This worker's heartbeat, and its agency's on the queue (which keeps other agencies off it)."""
+        await connection.execute(_BEAT, self.executor_id, self.queue_name, self.identity.key)
 
     async def _reconnect(self) -> None:
         if self._connection is not None:

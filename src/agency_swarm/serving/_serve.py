@@ -29,8 +29,10 @@ ENV_MAX_BODY_BYTES = "AGENCY_SWARM_SERVE_MAX_BODY_BYTES"
 ENV_MODELS = "AGENCY_SWARM_SERVE_MODELS"
 ENV_TOOLKITS = "AGENCY_SWARM_SERVE_TOOLKITS"
 ENV_DURABLE = "AGENCY_SWARM_SERVE_DURABLE"
+ENV_DURABLE_QUEUE = "AGENCY_SWARM_SERVE_DURABLE_QUEUE"
 _ENV_NAMES = (
-    ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE
+    ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE,
+    ENV_DURABLE_QUEUE,
 )
 _FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
@@ -56,6 +58,8 @@ class ServeSettings:
     """With `config`: `FILE.py:NAME` or `module:NAME` giving the toolkits the file names (as `--toolkits`)."""
     durable: bool = False
     """Turns as DBOS workflows on PostgreSQL (`create_app(durable=True)`); each worker takes a free slot id."""
+    durable_queue: str | None = None
+    """With `durable`: the agency's queue (None: the queue named after the agency's chart)."""
 
     def check(self) -> None:
         if (self.config is None) == (self.factory is None):
@@ -81,11 +85,21 @@ class ServeSettings:
             )
         if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1:
             raise ConfigError(f"max_body_bytes must be an int >= 1, got {self.max_body_bytes!r}.")
+        if self.durable_queue is not None and not self.durable:
+            raise ConfigError("--durable-queue names the queue of durable mode: add --durable.")
+
+    def durable_options(self) -> dict[str, Any] | bool:
+        """`create_app`'s `durable`: False, True, or the queue's name."""
+        if self.durable and self.durable_queue is not None:
+            return {"queue_name": self.durable_queue}
+        return self.durable
 
     def to_env(self) -> dict[str, str]:
         env = {ENV_STORE: self.store or "", ENV_MAX_BODY_BYTES: str(self.max_body_bytes)}  # "": the file's store
         if self.durable:
             env[ENV_DURABLE] = "1"
+        if self.durable_queue is not None:
+            env[ENV_DURABLE_QUEUE] = self.durable_queue
         if self.config is not None:
             env[ENV_CONFIG] = str(FilePath(self.config).resolve())
         if self.factory is not None:
@@ -106,6 +120,7 @@ class ServeSettings:
             config=env.get(ENV_CONFIG), factory=env.get(ENV_FACTORY), store=env[ENV_STORE] or None,
             auth_token_env=env.get(ENV_AUTH_TOKEN_ENV), max_body_bytes=int(size), models=env.get(ENV_MODELS),
             toolkits=env.get(ENV_TOOLKITS), durable=env.get(ENV_DURABLE) == "1",
+            durable_queue=env.get(ENV_DURABLE_QUEUE),
         )
 
     def agency_factory(self) -> AgencyFactory:
@@ -172,7 +187,7 @@ def app_from_env() -> FastAPI:
     settings.check()
     app = create_app(
         settings.agency_factory(), store=settings.thread_store(), auth_token=settings.auth_token(),
-        max_body_bytes=settings.max_body_bytes, durable=settings.durable,
+        max_body_bytes=settings.max_body_bytes, durable=settings.durable_options(),
     )
     # Everything built so far (modules, openai's thousand pydantic schemas, the agency) lives as long as the
     # process: out of the collector's sight, a full collection takes a few ms instead of ~150 ms (see
@@ -228,13 +243,9 @@ def serve(
         raise ConfigError(f"--port must be between 0 and 65535, got {port!r}.")
     if workers > 1:
         _check_shared_store(settings, workers)
+    agency = settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, not in every worker
     if settings.durable:
-        kind, url = settings.store_kind()
-        if not (kind == "sql" and url is not None and _shared_between_processes(url)):
-            raise ConfigError("--durable keeps its queue in PostgreSQL: give --store postgresql://user@host:5432/db.")
-    settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, once, not in every worker
-    import uvicorn
-
+        _check_durable(settings, agency)
     for name in _ENV_NAMES:  # a setting left from an earlier serve in this process (or the shell) is not ours
         os.environ.pop(name, None)
     os.environ.update(settings.to_env())  # worker processes inherit it
@@ -245,7 +256,43 @@ def serve(
                        "file) keeps them.")
     from ._nodelay import NoDelayHTTP
 
-    uvicorn.run(
-        "agency_swarm.serving:app_from_env", factory=True, host=host, port=port, workers=workers,
-        log_level=log_level, access_log=access_log, http=NoDelayHTTP,
-    )
+    _run_uvicorn(workers, host=host, port=port, log_level=log_level, access_log=access_log, http=NoDelayHTTP)
+
+
+def _check_durable(settings: ServeSettings, agency: Agency) -> None:
+    """Durable mode needs PostgreSQL and DBOS, and a queue name it can take: said once, before any worker starts,
+    with the queue the agency's workers will use."""
+    kind, url = settings.store_kind()
+    if not (kind == "sql" and url is not None and _shared_between_processes(url)):
+        raise ConfigError("--durable keeps its queue in PostgreSQL: give --store postgresql://user@host:5432/db.")
+    try:
+        from ..durable._queues import AgencyIdentity, checked_queue_name
+    except ImportError as missing:
+        raise ConfigError("Durable mode needs DBOS: pip install 'agency-swarm-sdk[durable]'.") from missing
+    identity = AgencyIdentity(agency)
+    named = settings.durable_queue
+    queue = identity.default_queue() if named is None else checked_queue_name(named)
+    logger.info("Durable turns on queue %r, the agency's (%s)", queue, identity.described)
+
+
+def _run_uvicorn(workers: int, **options: Any) -> None:
+    """uvicorn until interrupted. A worker that fails to start (its error is in the log) stops the server with
+    uvicorn's exit code 3: uvicorn exits so itself with one worker; with several, its supervisor stops the others
+    and returns as it does after Ctrl-C, so the code is set here (a process manager restarts a server that failed,
+    not one that was stopped)."""
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+    from uvicorn.supervisors import Multiprocess
+
+    target = "agency_swarm.serving:app_from_env"
+    if workers == 1:
+        uvicorn.run(target, factory=True, **options)
+        return
+    config = uvicorn.Config(target, factory=True, workers=workers, **options)
+    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    supervisor.run()
+    failed = [process.pid for process in supervisor.processes if process.exitcode == STARTUP_FAILURE]
+    if failed:
+        logger.error("Worker process %s failed to start (its error is above); the server stops with exit code %d.",
+                     failed[0], STARTUP_FAILURE)
+        raise SystemExit(STARTUP_FAILURE)
