@@ -14,6 +14,7 @@ a queue belongs to one agency.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import AsyncIterator
 
@@ -78,6 +79,11 @@ async def launched(run: str) -> DurableTurns:
 async def close(turns: DurableTurns) -> None:
     await turns.aclose()
     await turns.agency.aclose()
+    connection = await asyncpg.connect(require_postgres())
+    try:  # the database outlives the tests: leave no queue row behind
+        await connection.execute("DELETE FROM agency_swarm_queues WHERE queue_name = $1", turns.queue_name)
+    finally:
+        await connection.close()
 
 
 async def test_a_worker_runs_only_the_turns_of_its_own_queue(client: DBOSClient) -> None:
@@ -232,4 +238,23 @@ async def test_launch_refuses_another_agency_s_queue_and_launches_on_its_own_aft
             await client.delete_queue_async(own)
         finally:
             client.destroy()
+        await close(turns)
+
+
+async def test_a_worker_whose_queue_another_agency_took_says_so_at_every_beat(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    turns = await launched(uuid.uuid4().hex[:8])
+    connection = await asyncpg.connect(require_postgres())
+    try:
+        with caplog.at_level(logging.ERROR, logger="agency_swarm.durable"):
+            await turns._supervisor.tick()
+            assert "no longer this agency's" not in caplog.text
+            # As after this worker was silent (a partition) with no turn left, and another agency started on it.
+            await connection.execute("UPDATE agency_swarm_queues SET agency = 'another' WHERE queue_name = $1",
+                                     turns.queue_name)
+            await turns._supervisor.tick()
+        assert f"Durable queue {turns.queue_name!r} is no longer this agency's" in caplog.text
+    finally:
+        await connection.close()
         await close(turns)

@@ -6,7 +6,8 @@ claims it (one claimant: an UPDATE ... RETURNING), puts that executor's PENDING 
 (`DBOS.resume_workflows_async`; the dead worker's queue, which need not be the claimant's: workers of every queue
 share the table), then deletes the row. A claimant that dies before deleting leaves a claim that expires in turn.
 A turn resumed twice, or one still running somewhere, runs again harmlessly: its id is stored with its message, so
-the later run continues it or returns its result, under the chat's turn lock.
+the later run continues it or returns its result, under the chat's turn lock. The same beat keeps the worker's
+agency on its queue's row (`_queues`: another agency's workers are refused while it is live).
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ CREATE TABLE IF NOT EXISTS agency_swarm_executors (
 )"""
 _BEAT = """
 WITH queue AS (
-    UPDATE agency_swarm_queues SET beat_at = clock_timestamp() WHERE queue_name = $2 AND agency = $3
+    UPDATE agency_swarm_queues SET beat_at = clock_timestamp() WHERE queue_name = $2 AND agency = $3 RETURNING 1
+), worker AS (
+    INSERT INTO agency_swarm_executors (executor_id) VALUES ($1)
+    ON CONFLICT (executor_id) DO UPDATE SET beat_at = clock_timestamp(), claimed_by = NULL, claimed_at = NULL
 )
-INSERT INTO agency_swarm_executors (executor_id) VALUES ($1)
-ON CONFLICT (executor_id) DO UPDATE SET beat_at = clock_timestamp(), claimed_by = NULL, claimed_at = NULL"""
+SELECT count(*) FROM queue"""
 _CLAIM = """
 UPDATE agency_swarm_executors SET claimed_by = $1, claimed_at = clock_timestamp()
 WHERE executor_id <> $1 AND beat_at < clock_timestamp() - make_interval(secs => $2)
@@ -125,7 +128,12 @@ class Supervisor:
 
     async def _beat(self, connection: asyncpg.Connection) -> None:
         """This worker's heartbeat, and its agency's on the queue (which keeps other agencies off it)."""
-        await connection.execute(_BEAT, self.executor_id, self.queue_name, self.identity.key)
+        if not await connection.fetchval(_BEAT, self.executor_id, self.queue_name, self.identity.key):
+            # Only after this worker was silent for expire_after_seconds with no turn left: said, every beat.
+            logger.error(
+                "Durable queue %r is no longer this agency's (another agency took it while this worker was silent):"
+                " stop this worker", self.queue_name,
+            )
 
     async def _reconnect(self) -> None:
         if self._connection is not None:
