@@ -209,7 +209,7 @@ async def test_a_queue_where_an_agency_s_turns_wait_stays_its_own_without_worker
                              "WHERE queue_name = $1", queue)
     waiting = await other_queue_turn(client, queue)  # Support's turn, which no worker has taken yet
     try:
-        with pytest.raises(ConfigError, match="which has 1 unfinished turns on it"):
+        with pytest.raises(ConfigError, match="which has 1 unfinished turn on it"):
             await claim_queue(connection, queue, SALES, expire_after=5)
     finally:
         await forget(client, waiting, queue)

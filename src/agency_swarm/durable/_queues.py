@@ -99,7 +99,8 @@ async def _unfinished_turns(connection: asyncpg.Connection, queue: str) -> int:
 
 
 def _refusal(queue: str, owner: str, identity: AgencyIdentity, live: bool, unfinished: int) -> str:
-    using = "has live workers on it" if live else f"has {unfinished} unfinished turns on it"
+    turns = "1 unfinished turn" if unfinished == 1 else f"{unfinished} unfinished turns"
+    using = "has live workers on it" if live else f"has {turns} on it"
     return (
         f"Durable queue {queue!r} belongs to another agency, of {owner}, which {using}; this agency is of "
         f"{identity.described}. Two agencies on one queue would run each other's turns. Give this agency a queue "
