@@ -45,7 +45,6 @@ INSERT INTO agency_swarm_queues (queue_name, agency, described) VALUES ($1, $2, 
 ON CONFLICT (queue_name) DO UPDATE SET agency = $2, described = $3, beat_at = clock_timestamp()"""
 _UNFINISHED = """
 SELECT count(*) FROM dbos.workflow_status WHERE queue_name = $1 AND status IN ('ENQUEUED', 'PENDING')"""
-BEAT = "UPDATE agency_swarm_queues SET beat_at = clock_timestamp() WHERE queue_name = $1 AND agency = $2"
 
 
 class AgencyIdentity:
