@@ -2,6 +2,7 @@
 
 `python shared_store_worker.py STORE_URL NAME` reads lines `CHAT MESSAGE` and answers each with one JSON line:
 the user messages the model saw, in order. The model answers "NAME: MESSAGE", so the history shows who wrote what.
+A line `CHAT MESSAGE *N` runs N turns back to back (messages MESSAGE0 ... MESSAGE<N-1>) and answers with the last.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ async def main(url: str, name: str) -> None:
     async with agency:
         while line := await loop.run_in_executor(None, sys.stdin.readline):
             chat, _, message = line.strip().partition(" ")
-            await agency.get_response(message, chat_id=chat)
+            message, _, times = message.partition(" *")
+            for turn in range(int(times)) if times else [None]:
+                await agency.get_response(message if turn is None else f"{message}{turn}", chat_id=chat)
             print(json.dumps(seen(model.calls[-1])), flush=True)
 
 

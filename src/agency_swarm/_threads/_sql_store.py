@@ -153,7 +153,8 @@ class SQLThreadStore:
     def turn_lock(self, chat_id: str) -> contextlib.AbstractAsyncContextManager[ChatVersion | None] | None:
         """While held, no other process (or agency) runs a turn of this chat; the ThreadManager holds it for each
         top-level turn. It yields the chat's version, read once the lock is held (see TurnLockingStore).
-        PostgreSQL: an advisory lock. SQLite: a file lock next to the database (POSIX); None for `:memory:`."""
+        PostgreSQL: an advisory lock. SQLite: a file lock next to the database, taken in arrival order (POSIX); None
+        for `:memory:`."""
         backend = self._backend
         if isinstance(backend, PostgresBackend):
             check_chat_id(chat_id)
@@ -184,7 +185,7 @@ class SQLThreadStore:
     async def _sqlite_turn(self, backend: SQLiteBackend, chat_id: str) -> AsyncIterator[ChatVersion]:
         locks = backend.turn_locks
         assert locks is not None
-        fd = await self._guard(f"lock chat {chat_id!r} for a turn", lambda: locks.acquire(chat_id))
+        hold = await self._guard(f"lock chat {chat_id!r} for a turn", lambda: locks.acquire(chat_id))
         try:
             version = await self.version(chat_id)
             backend.written.pop(chat_id, None)
@@ -194,7 +195,7 @@ class SQLThreadStore:
             if after is not None:
                 version.version, version.cleared = after.version, after.cleared
         finally:
-            locks.release(fd)
+            locks.release(hold)
 
     async def aclose(self) -> None:
         """Close the worker thread or the pools; idempotent. Every later call raises StoreError."""

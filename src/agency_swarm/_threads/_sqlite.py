@@ -1,10 +1,10 @@
-"""The SQLite backend: stdlib sqlite3 in one worker thread, and turn locks between processes as file locks."""
+"""The SQLite backend: stdlib sqlite3 in one worker thread, and turn locks between processes as file locks
+(`_file_turn_locks`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
 import sqlite3
 import time
@@ -13,17 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from . import _sql_schema as sql
+from ._file_turn_locks import AVAILABLE as FILE_LOCKS_AVAILABLE
+from ._file_turn_locks import FileTurnLocks
 from ._store import ChatVersion
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: SQLite turns are then not locked across processes
-    fcntl = None  # type: ignore[assignment]
 
 T = TypeVar("T")
 SQLITE_BUSY_TIMEOUT_MS = 10_000
-TURN_LOCK_POLL_S = (0.001, 0.05)
-"""A chat busy in another process is tried again after 1 ms, then less often, up to every 50 ms."""
 
 
 def _retry_while_locked(statement: Callable[[], object]) -> None:
@@ -91,7 +86,7 @@ class SQLiteBackend:
         self.path = path
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agency-swarm-sqlite")
         self._conn: sqlite3.Connection | None = None  # only ever touched in the worker thread
-        self.turn_locks = FileTurnLocks(path + ".turn-locks") if path != ":memory:" and fcntl else None
+        self.turn_locks = FileTurnLocks(path + ".turn-locks") if path != ":memory:" and FILE_LOCKS_AVAILABLE else None
         self.written: dict[str, ChatVersion] = {}
         """Per chat, the version this backend's last committed write left it at: a turn that holds the chat's
         lock reads its own writes' version here instead of asking the database again."""
@@ -186,46 +181,3 @@ class SQLiteBackend:
             await self._run(self._sync_close)  # queued after every job already submitted
         finally:
             self._executor.shutdown(wait=True)  # the worker is idle by now: this returns at once
-
-
-class FileTurnLocks:
-    """Turn locks between processes on one host: an exclusive `flock` on one small file per chat.
-
-    Files live in `<database>.turn-locks/`, named by a hash of the chat id (so any chat id is a safe name). A lock
-    dies with its process, so a crashed holder never blocks a chat. `flock` belongs to the open file, so two
-    stores (or agencies) in one process exclude each other as two processes do. A busy chat is tried again with
-    growing pauses rather than in a blocking thread: a cancelled turn then leaves nothing waiting behind it.
-    """
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-
-    def _path(self, chat_id: str) -> str:
-        return os.path.join(self.directory, hashlib.blake2b(chat_id.encode("utf-8"), digest_size=16).hexdigest())
-
-    def _open(self, chat_id: str) -> int:
-        try:
-            return os.open(self._path(chat_id), os.O_RDWR | os.O_CREAT, 0o600)
-        except FileNotFoundError:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(self.directory, 0o700)
-            return os.open(self._path(chat_id), os.O_RDWR | os.O_CREAT, 0o600)
-
-    async def acquire(self, chat_id: str) -> int:
-        """Wait until this store holds the chat's lock; returns the file descriptor `release` needs."""
-        fd = self._open(chat_id)
-        pause, longest = TURN_LOCK_POLL_S
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return fd
-                except BlockingIOError:
-                    await asyncio.sleep(pause)  # another process's turn of this chat: try again shortly
-                    pause = min(pause * 2, longest)
-        except BaseException:
-            os.close(fd)
-            raise
-
-    def release(self, fd: int) -> None:
-        os.close(fd)  # closing the only descriptor of the open file releases its flock

@@ -1,0 +1,1 @@
+"""The edge suite: real `agency-swarm serve` processes, one per store, under generated hostile requests."""
