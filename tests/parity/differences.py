@@ -74,6 +74,16 @@ def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | 
                         item["output"] = rewritten[output] = new
     if isinstance(outcome.final_output, str) and outcome.final_output in rewritten:
         outcome.final_output = rewritten[outcome.final_output]  # a tool's output that ended the turn
+    outcome.hook_calls = [_rewrite_tool_end(line, rewritten) for line in outcome.hook_calls]
+
+
+def _rewrite_tool_end(line: str, rewritten: dict[str, str]) -> str:
+    """An `on_tool_end(tool, 'text')` hook line (harness.RecordingHooks) gets the same text the model reads."""
+    if line.startswith("on_tool_end("):
+        for old, new in rewritten.items():
+            if line.endswith(f", {old!r})"):
+                return line[: -len(f"{old!r})")] + f"{new!r})"
+    return line
 
 
 def _replace_error(outcome: Outcome, kind: str, message: str) -> None:
@@ -94,38 +104,39 @@ class _Placeholder(Exception):
 SDK_TOOL_ERROR = "An error occurred while running the tool. Please try again."
 
 
-def _tool_error_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
-    def runner_side(tool: str, call_id: str, text: str) -> str | None:
-        return f"<tool error: {tool}>" if text == SDK_TOOL_ERROR else None
+def _rewrite_sdk_error_pairs(runner: Outcome, ours: Outcome, ours_pattern: str, label: str) -> None:
+    """Runner's generic tool-error text and our text matching `ours_pattern` (`{tool}` is the tool's repr) become
+    `<label: tool>`, call by call: Runner's text is rewritten only for the calls whose output on our side matched,
+    so two kinds of errors that Runner words alike (a tool that raised, arguments that failed) stay apart."""
+    matched: set[str] = set()
 
     def our_side(tool: str, call_id: str, text: str) -> str | None:
-        shown = re.fullmatch(rf"Error: tool {re.escape(repr(tool))} failed: [A-Za-z_][\w.]*: .*", text, re.S)
-        return f"<tool error: {tool}>" if shown else None
+        if not re.fullmatch(ours_pattern.replace("{tool}", re.escape(repr(tool))), text, re.S):
+            return None
+        matched.add(call_id)
+        return f"<{label}: {tool}>"
 
-    _rewrite_outputs(runner, runner_side)
+    def runner_side(tool: str, call_id: str, text: str) -> str | None:
+        return f"<{label}: {tool}>" if text == SDK_TOOL_ERROR and call_id in matched else None
+
     _rewrite_outputs(ours, our_side)
+    _rewrite_outputs(runner, runner_side)
+
+
+def _tool_error_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    _rewrite_sdk_error_pairs(runner, ours, r"Error: tool {tool} failed: [A-Za-z_][\w.]*: .*", "tool error")
 
 
 def _invalid_arguments_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
-    def runner_side(tool: str, call_id: str, text: str) -> str | None:
-        return f"<invalid arguments: {tool}>" if text == SDK_TOOL_ERROR else None
-
-    def our_side(tool: str, call_id: str, text: str) -> str | None:
-        pattern = (
-            rf"Error: invalid arguments for tool {re.escape(repr(tool))}: .+\. "
-            r"Call it again with arguments that match its parameters\."
-        )
-        return f"<invalid arguments: {tool}>" if re.fullmatch(pattern, text, re.S) else None
-
-    _rewrite_outputs(runner, runner_side)
-    _rewrite_outputs(ours, our_side)
+    pattern = r"Error: invalid arguments for tool {tool}: .+\. Call it again with arguments that match its parameters\."
+    _rewrite_sdk_error_pairs(runner, ours, pattern, "invalid arguments")
 
 
 def _unknown_tool_answered(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     """Compared against Runner run with RunConfig(tool_not_found_behavior="return_error_to_model")."""
 
-    def runner_side(tool: str, call_id: str, text: str) -> str | None:
-        return f"<no tool {tool}>" if text == f"Tool '{tool}' not found." else None
+    def runner_side(tool: str, call_id: str, text: str) -> str | None:  # a namespaced call: 'namespace.tool'
+        return f"<no tool {tool}>" if re.fullmatch(rf"Tool '(\w+\.)?{re.escape(tool)}' not found\.", text) else None
 
     def our_side(tool: str, call_id: str, text: str) -> str | None:
         listed = re.fullmatch(rf"Error: there is no tool named {re.escape(repr(tool))}\. Available tools: .+\.", text)
