@@ -7,6 +7,18 @@ argument at call time (plus the live input object, to check later that nobody mu
 
 `run_runner` and `run_ours` produce an `Outcome` each; `compare` applies the documented differences
 (differences.py) and then asserts that everything else is equal, reporting field by field.
+
+Pauses: a scenario whose run pauses for approvals carries one `Decision` per pause in `Scenario.decisions`, in
+order. After each paused run (one with interruptions) the next decision is applied: Runner's side continues with
+`result.to_state()`, `state.approve(item)` / `state.reject(item, rejection_message=...)` and `Runner.run(agent,
+state)` (streamed: `Runner.run_streamed`); ours with `agency.resume(approve=..., reject=...)` (streamed:
+`resume_stream`). `Decision.reject` is a list of call ids (the default rejection text) or a mapping {call id:
+message or None}, exactly as ours takes it; `Decision.context` makes a new context to resume with (None: the
+paused run's context is kept, Runner's through its state, ours by not passing `context=`). The runs stop at the
+first one that does not pause or fails, or when the decisions run out. Everything compared (model calls, tool
+runs, hooks, items, final output, events, interruptions) is over the whole run, resumes included: `items` is the
+input and every item the runs added, `final_output` the last run's, `interruptions` every run's, each with the
+`run` it came from (0: the first run, 1: the first resume, ...); an error in resume N has the phase `resume N`.
 """
 
 from __future__ import annotations
@@ -17,7 +29,7 @@ import itertools
 import json
 import pprint
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -443,6 +455,21 @@ class Kit:
 
 
 @dataclass(frozen=True)
+class Decision:
+    """What the user decides at one pause: call ids to approve and to reject; undecided calls pause again."""
+
+    approve: Sequence[str] = ()
+    reject: Sequence[str] | Mapping[str, str | None] = ()
+    """Call ids rejected with the default text, or {call id: the rejection message the model reads, or None}."""
+    context: Callable[[], Any] | None = None
+    """A new context to resume with; None keeps the paused run's context (ours: no `context=` is passed)."""
+
+    def rejections(self) -> dict[str, str | None]:
+        reject = self.reject
+        return dict(reject) if isinstance(reject, Mapping) else dict.fromkeys(reject)
+
+
+@dataclass(frozen=True)
 class Scenario:
     """One scenario: built twice from the same factories, once per side, so no state leaks between them."""
 
@@ -461,6 +488,8 @@ class Scenario:
     """A RunConfig for Runner's side, only where a documented difference says ours behaves like that config."""
     check: Callable[[Outcome, Outcome], None] | None = None
     """Extra assertions about both outcomes (e.g. that a tool did not run), after the comparison."""
+    decisions: Sequence[Decision] = ()
+    """One per pause, in order: how each paused run is resumed (see the module docstring)."""
 
 
 @dataclass
@@ -476,7 +505,8 @@ class Outcome:
     final_output: Any = None
     error: BaseException | None = None
     error_phase: str | None = None
-    """"build" (making the agent or agency raised) or "run"."""
+    """"build" (making the agent or agency raised), "run", "resume N" (the Nth resume raised) or "decide" (a
+    decision names a call id that is not waiting: the scenario is broken)."""
     error_message: str | None = None
     events: list[str] = field(default_factory=list)
     raw_event_types: list[str] = field(default_factory=list)
@@ -484,7 +514,11 @@ class Outcome:
     approval_events: list[str] = field(default_factory=list)
     """Streamed: our approval_requested events' tools; Runner's result.interruptions' tools (it has no event)."""
     interruptions: list[dict[str, Any]] = field(default_factory=list)
+    """Every run's interruptions (tool, arguments, call id), each with the `run` it came from (0: the first)."""
     result: Any = None
+    """The last run's result."""
+    results: list[Any] = field(default_factory=list)
+    """Every run's result: the first run's, then each resume's."""
     replaced: bool = False
     """A difference replaced the whole comparison (e.g. ours refuses the set-up): nothing more to compare."""
 
@@ -542,44 +576,94 @@ async def run_runner(scenario: Scenario, stream: bool) -> Outcome:
     except Exception as error:
         _error(outcome, error, "build")
         return _finish(outcome, kit, model)
-    result: Any = None
-    try:
-        if stream:
-            streamed = Runner.run_streamed(
-                agent, scenario.input, context=context, max_turns=scenario.max_turns, run_config=run_config
-            )
-            result = streamed
-            async for event in streamed.stream_events():
-                if isinstance(event, RawResponsesStreamEvent):
-                    outcome.raw_event_types.append(event.data.type)
-                    if event.data.type == "response.output_text.delta":
-                        outcome.text_deltas.append(event.data.delta)
-                elif isinstance(event, AgentUpdatedStreamEvent):
-                    _mapped(outcome, RUNNER_EVENT_MAP, "agent_updated")
-                elif isinstance(event, RunItemStreamEvent):
-                    _mapped(outcome, RUNNER_EVENT_MAP, runner_event_name(event))
-        else:
-            result = await Runner.run(
-                agent, scenario.input, context=context, max_turns=scenario.max_turns, run_config=run_config
-            )
-    except Exception as error:
-        _error(outcome, error, "run")
-        return _finish(outcome, kit, model)
+    state: Any = scenario.input
+    options: dict[str, Any] = {"context": context, "max_turns": scenario.max_turns, "run_config": run_config}
+    for run, decision in _runs(scenario):
+        if run:  # a resume: the paused run's state with the decision applied (its context and max_turns kept)
+            try:
+                state = _decided_state(outcome.result, decision)
+            except KeyError as missing:
+                _error(outcome, missing, "decide")
+                break
+            options = {"run_config": run_config}
+            if decision.context is not None:
+                options["context"] = decision.context()
+        try:
+            result = await _runner_run(agent, state, options, outcome)
+        except Exception as error:
+            _error(outcome, error, _phase(run))
+            break
+        _runner_result(outcome, result, run, scenario.input)
+        if not result.interruptions:
+            break
+    return _finish(outcome, kit, model)
+
+
+def _runs(scenario: Scenario) -> list[tuple[int, Decision]]:
+    """(run number, the decision it applies): the first run (no decision), then one resume per decision."""
+    return [(0, Decision()), *((number + 1, decision) for number, decision in enumerate(scenario.decisions))]
+
+
+def _phase(run: int) -> str:
+    return "run" if run == 0 else f"resume {run}"
+
+
+def approval_id(item: ToolApprovalItem) -> str | None:
+    """The id a decision names an interruption by: a call's call_id (a hosted MCP request's id)."""
+    raw = item.raw_item
+    if isinstance(raw, dict):
+        found = raw.get("call_id") or raw.get("id")
+    else:
+        found = getattr(raw, "call_id", None) or getattr(raw, "id", None)
+    return None if found is None else str(found)
+
+
+def _decided_state(result: Any, decision: Decision) -> Any:
+    """Runner's RunState after the paused `result`, with `decision` applied (KeyError: a call id is not waiting)."""
+    state = result.to_state()
+    waiting = {approval_id(item): item for item in result.interruptions}
+    for call_id in decision.approve:
+        state.approve(waiting[call_id])
+    for call_id, message in decision.rejections().items():
+        state.reject(waiting[call_id], rejection_message=message)
+    return state
+
+
+async def _runner_run(agent: Any, state: Any, options: dict[str, Any], outcome: Outcome) -> Any:
+    if not outcome.stream:
+        return await Runner.run(agent, state, **options)
+    streamed = Runner.run_streamed(agent, state, **options)
+    async for event in streamed.stream_events():
+        if isinstance(event, RawResponsesStreamEvent):
+            outcome.raw_event_types.append(event.data.type)
+            if event.data.type == "response.output_text.delta":
+                outcome.text_deltas.append(event.data.delta)
+        elif isinstance(event, AgentUpdatedStreamEvent):
+            _mapped(outcome, RUNNER_EVENT_MAP, "agent_updated")
+        elif isinstance(event, RunItemStreamEvent):
+            _mapped(outcome, RUNNER_EVENT_MAP, runner_event_name(event))
+    return streamed
+
+
+def _runner_result(outcome: Outcome, result: Any, run: int, input: str) -> None:
+    """One run's result: Runner's resumed result holds every item since the first run's input, so `items` is the
+    last run's."""
     outcome.result = result
+    outcome.results.append(result)
     outcome.final_output = result.final_output
     outcome.items = [
         _input_item(item.to_input_item()) for item in result.new_items if not isinstance(item, ToolApprovalItem)
     ]
-    outcome.items.insert(0, {"content": scenario.input, "role": "user"})
-    outcome.interruptions = [
-        {"tool": item.name, "arguments": item.arguments, "call_id": getattr(item.raw_item, "call_id", None)}
+    outcome.items.insert(0, {"content": input, "role": "user"})
+    interruptions = [
+        {"tool": item.name, "arguments": item.arguments, "call_id": approval_id(item), "run": run}
         for item in result.interruptions
     ]
-    if stream:
-        outcome.approval_events = [item["tool"] for item in outcome.interruptions]
-        if not outcome.interruptions:
+    outcome.interruptions += interruptions
+    if outcome.stream:
+        outcome.approval_events += [item["tool"] for item in interruptions]
+        if not interruptions:
             outcome.events.append("agent_finished")  # the stream ended with a final output
-    return _finish(outcome, kit, model)
 
 
 def _input_item(item: Any) -> dict[str, Any]:
@@ -623,32 +707,48 @@ async def run_ours(scenario: Scenario, stream: bool) -> Outcome:
     except Exception as error:
         _error(outcome, error, "build")
         return _finish(outcome, kit, model)
-    result: Any = None
-    try:
-        if stream:
-            response_stream = agency.get_response_stream(scenario.input, context=context)
-            async for event in response_stream:
-                if event.type == "approval_requested":
-                    outcome.approval_events.append(event.tool)
-                if event.type == "raw":
-                    outcome.raw_event_types.append(event.data.type)
-                elif event.type == "text_delta":
-                    outcome.text_deltas.append(event.delta)
-                else:
-                    _mapped(outcome, OUR_EVENT_MAP, event.type)
-            result = response_stream.result
-        else:
-            result = await agency.get_response(scenario.input, context=context)
-    except Exception as error:
-        _error(outcome, error, "run")
-        return _finish(outcome, kit, model)
-    outcome.result = result
-    outcome.final_output = result.final_output
-    outcome.items = copy.deepcopy(list(result.new_items))
-    outcome.interruptions = [
-        {"tool": item.tool, "arguments": item.arguments, "call_id": item.call_id} for item in result.interruptions
-    ]
+    for run, decision in _runs(scenario):
+        try:
+            result = await _our_run(agency, scenario, run, decision, context, outcome)
+        except Exception as error:
+            _error(outcome, error, _phase(run))
+            break
+        outcome.result = result
+        outcome.results.append(result)
+        outcome.final_output = result.final_output
+        outcome.items = (outcome.items or []) + copy.deepcopy(list(result.new_items))
+        outcome.interruptions += [
+            {"tool": item.tool, "arguments": item.arguments, "call_id": item.call_id, "run": run}
+            for item in result.interruptions
+        ]
+        if not result.interruptions:
+            break
     return _finish(outcome, kit, model)
+
+
+async def _our_run(
+    agency: agency_swarm.Agency, scenario: Scenario, run: int, decision: Decision, context: Any, outcome: Outcome
+) -> Any:
+    """The first run (`get_response`), or resume `run` with `decision` (the paused context kept unless it says)."""
+    options: dict[str, Any] = {"context": context}
+    if run:
+        reject = decision.reject if isinstance(decision.reject, Mapping) else list(decision.reject)
+        options = {"approve": list(decision.approve), "reject": reject}
+        if decision.context is not None:
+            options["context"] = decision.context()
+    if not outcome.stream:
+        return await (agency.resume(**options) if run else agency.get_response(scenario.input, **options))
+    response_stream = agency.resume_stream(**options) if run else agency.get_response_stream(scenario.input, **options)
+    async for event in response_stream:
+        if event.type == "approval_requested":
+            outcome.approval_events.append(event.tool)
+        if event.type == "raw":
+            outcome.raw_event_types.append(event.data.type)
+        elif event.type == "text_delta":
+            outcome.text_deltas.append(event.delta)
+        else:
+            _mapped(outcome, OUR_EVENT_MAP, event.type)
+    return response_stream.result
 
 
 # -- comparing ---------------------------------------------------------------------------------------------------
@@ -700,6 +800,9 @@ def compare(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     if runner.error_phase == "build":
         pytest.fail(f"scenario {scenario.id!r} is broken: Runner's side could not be built: {runner.error!r}",
                     pytrace=False)
+    if runner.error_phase == "decide":
+        pytest.fail(f"scenario {scenario.id!r} is broken: a decision names call id {runner.error} that does not "
+                    "wait on Runner's side", pytrace=False)
     normal_runner, normal_ours = apply_differences(scenario, runner, ours)
     problems: list[str] = []
     if not (normal_runner.replaced and normal_ours.replaced):
@@ -730,6 +833,8 @@ def _compare_outcomes(runner: Outcome, ours: Outcome, problems: list[str]) -> No
         sorted(ours.tool_runs, key=repr), problems,
     )
     _compare_values("hook calls", runner.hook_calls, ours.hook_calls, problems)
+    _compare_values("runs (the first, then each resume)", len(runner.results) + (runner.error is not None),
+                    len(ours.results) + (ours.error is not None), problems)
     if runner.error is None and ours.error is None:
         _compare_values("items", runner.items, ours.items, problems)
         _compare_values("final output", _value_and_type(runner.final_output), _value_and_type(ours.final_output),
