@@ -78,11 +78,13 @@ def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | 
 
 
 def _rewrite_tool_end(line: str, rewritten: dict[str, str]) -> str:
-    """An `on_tool_end(tool, 'text')` hook line (harness.RecordingHooks) gets the same text the model reads."""
+    """An `on_tool_end(tool, 'text')` hook line (harness.RecordingHooks) whose text was rewritten for the model
+    gets one placeholder for any rewritten text: a hook line has no call id, and Runner gives a tool that raised
+    and arguments that failed the same text (the items, compared call by call, keep them apart)."""
     if line.startswith("on_tool_end("):
-        for old, new in rewritten.items():
+        for old in rewritten:
             if line.endswith(f", {old!r})"):
-                return line[: -len(f"{old!r})")] + f"{new!r})"
+                return line[: -len(f"{old!r})")] + "<rewritten error text>)"
     return line
 
 
@@ -105,13 +107,15 @@ SDK_TOOL_ERROR = "An error occurred while running the tool. Please try again."
 
 
 def _rewrite_sdk_error_pairs(runner: Outcome, ours: Outcome, ours_pattern: str, label: str) -> None:
-    """Runner's generic tool-error text and our text matching `ours_pattern` (`{tool}` is the tool's repr) become
-    `<label: tool>`, call by call: Runner's text is rewritten only for the calls whose output on our side matched,
-    so two kinds of errors that Runner words alike (a tool that raised, arguments that failed) stay apart."""
+    """Runner's generic tool-error text and our text matching `ours_pattern` (`{tool}`: the tool's quoted name,
+    `'namespace.name'` for a namespaced call) become `<label: tool>`, call by call: Runner's text is rewritten only
+    for the calls whose output on our side matched, so two kinds of errors that Runner words alike (a tool that
+    raised, arguments that failed) stay apart."""
     matched: set[str] = set()
 
     def our_side(tool: str, call_id: str, text: str) -> str | None:
-        if not re.fullmatch(ours_pattern.replace("{tool}", re.escape(repr(tool))), text, re.S):
+        quoted = rf"'(?:\w+\.)?{re.escape(tool)}'"
+        if not re.fullmatch(ours_pattern.replace("{tool}", quoted), text, re.S):
             return None
         matched.add(call_id)
         return f"<{label}: {tool}>"

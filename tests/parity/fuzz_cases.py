@@ -3,7 +3,10 @@ documented differences (and known open ones) that the case's own content makes a
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +40,9 @@ from openai.types.responses import ResponseOutputMessage, ResponseOutputRefusal
 from pydantic import BaseModel
 
 import agency_swarm
-from parity.generators import Call, Case, Hosted, Item, Refusal, Text, ToolSpec
+from parity.differences import SDK_TOOL_ERROR
+from parity.generators import Call, Case, Decision, Hosted, Item, Refusal, Text, ToolSpec
+from parity.harness import Decision as HarnessDecision
 from parity.harness import (
     Kit,
     Outcome,
@@ -52,6 +57,7 @@ from parity.harness import (
     mcp_list_tools,
     msg,
     reasoning,
+    run_runner,
     web_search,
 )
 
@@ -162,11 +168,22 @@ def _tool_guards(spec: ToolSpec, kit: Kit) -> dict[str, Any]:
 
         @tool_output_guardrail(name=f"{spec.name}_out")
         async def guard_out(data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
-            kit.hook_calls.append(f"{spec.name}_out saw {data.output!r}")
+            kit.hook_calls.append(f"{spec.name}_out saw {_seen_output(data.output)}")
             return _verdict(verdict_out, f"{spec.name}: output withheld")
 
         guards["tool_output_guardrails"] = [guard_out]
     return guards
+
+
+_ERROR_TEXTS = re.compile(r"Error: (tool '[\w.]+' failed|invalid arguments for tool '[\w.]+'): .*", re.S)
+
+
+def _seen_output(output: Any) -> str:
+    """What a tool output guardrail saw; an error text in either side's documented wording (tool_error_text,
+    invalid_arguments_text) as one placeholder, the wording being compared where the model reads it."""
+    if output == SDK_TOOL_ERROR or (isinstance(output, str) and _ERROR_TEXTS.fullmatch(output)):
+        return "<tool error text>"
+    return repr(output)
 
 
 def _verdict(verdict: str, message: str) -> ToolGuardrailFunctionOutput:
@@ -423,9 +440,9 @@ def documented_differences(case: Case) -> tuple[str, ...]:
     return tuple(found)
 
 
-def known_open(case: Case) -> tuple[str, ...]:
+def known_open(case: Case, decisions: Sequence[HarnessDecision] = ()) -> tuple[str, ...]:
     """Open differences other branches are fixing (listed in docs/design/parity.md's fuzzer section): a case that
-    shows one is counted, not failed; every other difference fails."""
+    shows one is counted, not failed; every other difference fails. `decisions`: the scenario's, as decided."""
     found: list[str] = []
     spec = case.agent
     policies = {tool.name for tool in spec.tools if tool.approval.startswith("policy")}
@@ -441,6 +458,16 @@ def known_open(case: Case) -> tuple[str, ...]:
     hosted = {item.kind for response in case.responses for item in response if isinstance(item, Hosted)}
     if "mcp_approval" in hosted:
         found.append("tool_choice_reset_after_mcp_approval")
+    if any(decision.rejections() for decision in decisions):
+        found.append("rejection_text")
+    if any(decision.context is not None for decision in decisions):
+        found.append("context_lost_on_resume")
+    if decisions and case.max_turns < len(case.responses) + 1:
+        found.append("max_steps_after_pause")
+    if decisions:
+        found.append("usage_not_cumulative_after_resume")
+        if spec.hooks:
+            found.append("on_start_before_resumed_tools")
     found += _found_by_fuzzer(case)
     return tuple(found)
 
@@ -459,7 +486,15 @@ def _found_by_fuzzer(case: Case) -> list[str]:
         found.append("namespaced_tool_called_without_namespace")
     if any(_hosted_after_call(response) for response in case.responses):
         found.append("hosted_item_event_before_tool_called")
+    if any(_unknown_and_known(case, response) for response in case.responses):
+        found.append("unknown_tool_output_order")
     return found
+
+
+def _unknown_and_known(case: Case, response: tuple[Item, ...]) -> bool:
+    """A response that calls a missing tool and one the agent has: Runner answers the missing one last."""
+    unknown = [_is_unknown(case, item) for item in response if isinstance(item, Call)]
+    return any(unknown) and not all(unknown)
 
 
 def _hosted_after_call(response: tuple[Item, ...]) -> bool:
@@ -475,6 +510,31 @@ def _usage_check(runner: Outcome, ours: Outcome) -> None:
     fields = ("requests", "input_tokens", "output_tokens", "total_tokens")
     assert [getattr(mine, f) for f in fields] == [getattr(theirs, f) for f in fields], (
         f"usage: Runner {theirs}, ours {mine}"
+    )
+
+
+async def decided_scenario(case: Case, id: str = "fuzz") -> Scenario:
+    """The case's scenario with one harness `Decision` per pause. Which calls wait at a pause is Runner's to say
+    (the oracle): each pause is found by running Runner's side with the decisions so far; ours must then pause on
+    the same calls, or the comparison reports it."""
+    scenario = build_scenario(case, id)
+    decided: list[HarnessDecision] = []
+    for decision in case.decisions:
+        outcome = await run_runner(dataclasses.replace(scenario, decisions=tuple(decided)), stream=False)
+        waiting = [item["call_id"] for item in outcome.interruptions if item["run"] == len(decided)]
+        if outcome.error is not None or not waiting:
+            break
+        decided.append(_harness_decision(decision, waiting))
+    return dataclasses.replace(scenario, decisions=tuple(decided))
+
+
+def _harness_decision(decision: Decision, waiting: list[str]) -> HarnessDecision:
+    verdicts = {call_id: decision.verdicts[index % len(decision.verdicts)] for index, call_id in enumerate(waiting)}
+    return HarnessDecision(
+        approve=[call_id for call_id, verdict in verdicts.items() if verdict == "approve"],
+        reject={call_id: "Not today." if verdict == "reject_with_message" else None
+                for call_id, verdict in verdicts.items() if verdict != "approve"},
+        context=(lambda: {"user": "bob"}) if decision.new_context else None,
     )
 
 

@@ -102,10 +102,10 @@ class AgentSpec:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the user decides about each waiting call of one pause."""
+    """What the user decides at one pause: the i-th waiting call gets `verdicts[i % len(verdicts)]`."""
 
-    verdict: str = "approve"
-    """"approve", "reject", "reject_with_message"."""
+    verdicts: tuple[str, ...] = ("approve",)
+    """Each "approve", "reject" (the default rejection text) or "reject_with_message"."""
     new_context: bool = False
     """Resume with a different run context."""
 
@@ -136,7 +136,7 @@ def tool_specs(draw: st.DrawFn, name: str) -> ToolSpec:
         params=draw(st.sampled_from(PARAMS)),
         raises=draw(st.integers(0, 3)) == 0,
         namespace=draw(st.one_of(st.none(), st.none(), st.just("files"))),
-        approval=draw(st.sampled_from(("never", "never", "never", *APPROVALS[1:]))),
+        approval=draw(st.sampled_from(("never", "never", "never", "never", *APPROVALS[1:4], *APPROVALS[1:]))),
         input_guard=draw(guards),
         output_guard=draw(guards),
         failure=draw(failure_functions),
@@ -161,7 +161,7 @@ def agent_specs(draw: st.DrawFn) -> AgentSpec:
         parallel_tool_calls=draw(st.one_of(st.none(), st.booleans())),
         input_guardrail=draw(st.sampled_from((None, None, "pass", "trip", "pass_parallel"))),
         output_guardrail=draw(st.sampled_from((None, None, "pass", "trip"))),
-        hooks=draw(st.booleans()),
+        hooks=draw(st.integers(0, 3)) == 0,
     )
 
 
@@ -192,8 +192,9 @@ def items(agent: AgentSpec) -> st.SearchStrategy[Item]:
 
 decisions = st.builds(
     Decision,
-    verdict=st.sampled_from(("approve", "approve", "reject", "reject_with_message")),
-    new_context=st.booleans(),
+    verdicts=st.lists(st.sampled_from(("approve", "approve", "reject", "reject_with_message")), min_size=1,
+                      max_size=2).map(tuple),
+    new_context=st.integers(0, 3).map(lambda n: n == 0),
 )
 
 

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from parity.fuzz_cases import build_scenario, known_open
+from parity.fuzz_cases import decided_scenario, known_open
 from parity.generators import Case, cases
 from parity.harness import Scenario, compare, run_ours, run_runner, shortcuts_module
 
-CI_CASES = 150
+CI_CASES = 400
 LONG_CASES = 10_000
 
 
@@ -32,6 +32,7 @@ class Summary:
     runs: int = 0
     seconds: float = 0.0
     paused: int = 0
+    resumed: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     differences_used: Counter[str] = field(default_factory=Counter)
     known_open_seen: Counter[str] = field(default_factory=Counter)
@@ -40,7 +41,7 @@ class Summary:
     def lines(self) -> list[str]:
         return [
             f"parity fuzzer: {self.cases} cases, {self.runs} runs (Runner + ours each) in {self.seconds:.1f} s; "
-            f"{self.paused} runs paused",
+            f"{self.paused} runs paused, {self.resumed} resumes",
             f"  documented differences applied: {dict(self.differences_used.most_common())}",
             f"  errors both sides raised: {dict(self.errors.most_common())}",
             f"  known open differences found: {dict(self.known_open_seen.most_common())}",
@@ -63,6 +64,7 @@ async def run_both(scenario: Scenario, stream: bool) -> list[str]:
     ours = await run_ours(scenario, stream)
     SUMMARY.runs += 1
     SUMMARY.paused += bool(runner.interruptions)
+    SUMMARY.resumed += len(scenario.decisions)
     if runner.error is not None:
         SUMMARY.errors[type(runner.error).__name__] += 1
     try:
@@ -73,7 +75,7 @@ async def run_both(scenario: Scenario, stream: bool) -> list[str]:
 
 
 def check_case(case: Case, shortcuts: bool) -> None:
-    scenario = build_scenario(case)
+    scenario = asyncio.run(decided_scenario(case))
     sdk = shortcuts_module()
     before = getattr(sdk, "SHORTCUTS", None)
     if sdk is not None:
@@ -85,8 +87,9 @@ def check_case(case: Case, shortcuts: bool) -> None:
             sdk.SHORTCUTS = before
     SUMMARY.cases += 1
     SUMMARY.differences_used.update(scenario.differences)
-    if problems and known_open(case):
-        SUMMARY.known_open_seen.update(known_open(case))
+    labels = known_open(case, scenario.decisions)
+    if problems and labels:
+        SUMMARY.known_open_seen.update(labels)
         return
     assert not problems, f"{case!r} (shortcuts={shortcuts})\n" + "\n\n".join(problems)
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from parity import test_agent_options, test_function_tools, test_output_items, test_tool_guardrails
+from parity import (
+    test_agent_options,
+    test_function_tools,
+    test_fuzz_regressions,
+    test_output_items,
+    test_tool_guardrails,
+)
 from parity.differences import DIFFERENCES
 from parity.harness import Scenario
 
@@ -11,6 +17,7 @@ ALL: list[Scenario] = [
     *test_agent_options.SCENARIOS,
     *test_output_items.SCENARIOS,
     *test_tool_guardrails.SCENARIOS,
+    *test_fuzz_regressions.SCENARIOS,
 ]
 
 BUILT_IN = {"event_names", "per_pair_threads"}
