@@ -80,11 +80,15 @@ def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | 
 def _rewrite_tool_end(line: str, rewritten: dict[str, str]) -> str:
     """An `on_tool_end(tool, 'text')` hook line (harness.RecordingHooks) whose text was rewritten for the model
     gets one placeholder for any rewritten text: a hook line has no call id, and Runner gives a tool that raised
-    and arguments that failed the same text (the items, compared call by call, keep them apart)."""
+    and arguments that failed the same text (the items, compared call by call, keep them apart). An
+    `on_end('text')` line gets the final output's placeholder."""
     if line.startswith("on_tool_end("):
         for old in rewritten:
             if line.endswith(f", {old!r})"):
                 return line[: -len(f"{old!r})")] + "<rewritten error text>)"
+    for old, new in rewritten.items():  # a tool's output that ended the turn, as on_end got it
+        if line == f"on_end({old!r})":
+            return f"on_end({new!r})"
     return line
 
 

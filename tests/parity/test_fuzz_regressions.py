@@ -33,6 +33,12 @@ SCENARIOS: list[Scenario] = [
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="model", raises=True),), hooks=True),
         responses=((Call(tool="tool_0", shape="not_object", n=0),), (Call(tool="tool_0"),)),
     ), "fuzz_on_tool_end_sees_error_texts"),
+    # A raising tool's error text that ends the turn (stop_on_first_tool) is what on_end gets, too.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", raises=True),),
+                        tool_use_behavior="stop_on_first_tool", hooks=True),
+        responses=((Call(tool="tool_0"),),),
+    ), "fuzz_on_end_sees_error_text_as_final_output"),
     # A namespaced call with invalid arguments: ours names the tool `'files.tool_1'`.
     build_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_1", namespace="files"),), tool_use_behavior="stop_on_first_tool"),
