@@ -14,6 +14,7 @@ OUR_EVENT_MAP) and MAX_TURNS' argument mapping (Scenario.max_turns is Runner's `
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import re
@@ -74,22 +75,40 @@ def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | 
                         item["output"] = rewritten[output] = new
     if isinstance(outcome.final_output, str) and outcome.final_output in rewritten:
         outcome.final_output = rewritten[outcome.final_output]  # a tool's output that ended the turn
-    outcome.hook_calls = [_rewrite_tool_end(line, rewritten) for line in outcome.hook_calls]
+    outcome.hook_calls = [_rewrite_on_end(line, rewritten) for line in outcome.hook_calls]
 
 
-def _rewrite_tool_end(line: str, rewritten: dict[str, str]) -> str:
-    """An `on_tool_end(tool, 'text')` hook line (harness.RecordingHooks) whose text was rewritten for the model
-    gets one placeholder for any rewritten text: a hook line has no call id, and Runner gives a tool that raised
-    and arguments that failed the same text (the items, compared call by call, keep them apart). An
-    `on_end('text')` line gets the final output's placeholder."""
-    if line.startswith("on_tool_end("):
-        for old in rewritten:
-            if line.endswith(f", {old!r})"):
-                return line[: -len(f"{old!r})")] + "<rewritten error text>)"
-    for old, new in rewritten.items():  # a tool's output that ended the turn, as on_end got it
+def _rewrite_on_end(line: str, rewritten: dict[str, str]) -> str:
+    """An `on_end('text')` hook line (harness.RecordingHooks) for a tool's output that ended the turn gets the
+    final output's placeholder."""
+    for old, new in rewritten.items():
         if line == f"on_end({old!r})":
             return f"on_end({new!r})"
     return line
+
+
+_TOOL_END = re.compile(r"on_tool_end\(([\w.]+), (.*)\)", re.S)
+
+
+def _rewrite_tool_end(outcome: Outcome, documented: Callable[[str, str], bool]) -> None:
+    """`on_tool_end(tool, 'text')` hook lines (harness.RecordingHooks) whose text is `documented(tool, text)`
+    get one placeholder: a hook line has no call id, and Runner gives a tool that raised and arguments that
+    failed the same text (the items, compared call by call, keep them apart)."""
+    lines = []
+    for line in outcome.hook_calls:
+        match = _TOOL_END.fullmatch(line)
+        text = _literal(match.group(2)) if match else None
+        if match and isinstance(text, str) and documented(match.group(1), text):
+            line = f"on_tool_end({match.group(1)}, <documented error text>)"
+        lines.append(line)
+    outcome.hook_calls = lines
+
+
+def _literal(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
 
 
 def _replace_error(outcome: Outcome, kind: str, message: str) -> None:
@@ -129,6 +148,8 @@ def _rewrite_sdk_error_pairs(runner: Outcome, ours: Outcome, ours_pattern: str, 
 
     _rewrite_outputs(ours, our_side)
     _rewrite_outputs(runner, runner_side)
+    _rewrite_tool_end(ours, lambda tool, text: our_side(tool, "", text) is not None)
+    _rewrite_tool_end(runner, lambda tool, text: text == SDK_TOOL_ERROR)
 
 
 def _tool_error_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:

@@ -4,6 +4,8 @@ documented differences (and known open ones) that the case's own content makes a
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import json
 import re
 from collections.abc import Sequence
@@ -194,8 +196,26 @@ def _verdict(verdict: str, message: str) -> ToolGuardrailFunctionOutput:
     return ToolGuardrailFunctionOutput.allow(output_info="fine")
 
 
-def _function(spec: ToolSpec, kit: Kit) -> Any:
-    """The Python function behind the tool, with the signature `spec.params` names."""
+def can_end_turn(spec: ToolSpec) -> bool:
+    return (spec.raises and spec.failure == "none") or "raise" in (spec.input_guard, spec.output_guard)
+
+
+def _function(spec: ToolSpec, kit: Kit, all_async: bool) -> Any:
+    """The Python function behind the tool, with the signature `spec.params` names. When a tool of the agent can
+    end the turn, every tool is async: a sync tool runs in a thread on both sides, and whether a sibling call of
+    the same response ran before the turn ended would be up to the scheduler."""
+    function = _plain_function(spec, kit)
+    if not all_async or inspect.iscoroutinefunction(function):
+        return function
+
+    @functools.wraps(function)
+    async def run_async(*args: Any, **kwargs: Any) -> Any:
+        return function(*args, **kwargs)
+
+    return run_async
+
+
+def _plain_function(spec: ToolSpec, kit: Kit) -> Any:
 
     def body(arguments: dict[str, Any]) -> str:
         kit.ran(spec.name, arguments)
@@ -233,11 +253,11 @@ def _failure_option(spec: ToolSpec) -> dict[str, Any]:
     return {}
 
 
-def build_tool(spec: ToolSpec, kit: Kit) -> list[FunctionTool]:
+def build_tool(spec: ToolSpec, kit: Kit, all_async: bool = False) -> list[FunctionTool]:
     if spec.sub_agent:
         return [_sub_agent_tool(spec, kit)]
     tool = function_tool(
-        _function(spec, kit), name_override=spec.name, description_override=f"Tool {spec.name}.",
+        _function(spec, kit, all_async), name_override=spec.name, description_override=f"Tool {spec.name}.",
         is_enabled=_is_enabled(spec.enabled), needs_approval=_needs_approval(spec.approval),
         **_failure_option(spec), **_tool_guards(spec, kit),
     )
@@ -252,7 +272,8 @@ def _sub_agent_tool(spec: ToolSpec, kit: Kit) -> FunctionTool:
     helper = agent_class(name="Helper", instructions="Help.",
                          model=RecordingModel([[msg("The helper's answer.", "msg_helper")]] * 12))
     options = _failure_option(spec)
-    return helper.as_tool(spec.name, "Ask the helper.", is_enabled=_is_enabled(spec.enabled), **options)
+    return helper.as_tool(spec.name, "Ask the helper.", is_enabled=_is_enabled(spec.enabled),
+                          needs_approval=_needs_approval(spec.approval), **options)
 
 
 def _hosted_tools(case: Case, kit: Kit) -> list[Any]:
@@ -294,11 +315,11 @@ def _tool_use_behavior(option: str, kit: Kit) -> Any:
         return option
 
     def decide(ctx: RunContextWrapper[Any], results: list[FunctionToolResult]) -> ToolsToFinalOutputResult:
-        kit.hook_calls.append(f"tool_use_behavior saw {[(r.tool.name, r.output) for r in results]}")
+        kit.hook_calls.append(f"tool_use_behavior saw {[(r.tool.name, _seen_output(r.output)) for r in results]}")
         last = [r for r in results if r.tool.name == "tool_1"]
         if not last:
             return ToolsToFinalOutputResult(is_final_output=False)
-        return ToolsToFinalOutputResult(is_final_output=True, final_output=f"custom: {last[0].output}")
+        return ToolsToFinalOutputResult(is_final_output=True, final_output=f"custom: {_seen_output(last[0].output)}")
 
     return decide
 
@@ -328,7 +349,8 @@ def _agent_guardrails(case: Case, kit: Kit) -> dict[str, Any]:
 
 def build_agent(case: Case, kit: Kit) -> dict[str, Any]:
     spec = case.agent
-    tools = [tool for tool_spec in spec.tools for tool in build_tool(tool_spec, kit)]
+    all_async = any(can_end_turn(tool) for tool in spec.tools)
+    tools = [tool for tool_spec in spec.tools for tool in build_tool(tool_spec, kit, all_async)]
     settings = ModelSettings(tool_choice=spec.tool_choice, temperature=spec.temperature,
                              parallel_tool_calls=spec.parallel_tool_calls)
     options: dict[str, Any] = {
@@ -349,13 +371,15 @@ def build_agent(case: Case, kit: Kit) -> dict[str, Any]:
 # -- the script --------------------------------------------------------------------------------------------------
 
 
-def _tool(case: Case, name: str) -> ToolSpec | None:
-    return next((tool for tool in case.agent.tools if tool.name == name), None)
+def _tool(case: Case, name: str, namespace: str | None = None) -> ToolSpec | None:
+    """The tool a call names (by namespace too when two share the name)."""
+    named = [tool for tool in case.agent.tools if tool.name == name]
+    return next((tool for tool in named if tool.namespace == namespace), named[0] if named else None)
 
 
 def _render(case: Case, item: Item, where: str) -> list[Any]:
     if isinstance(item, Call):
-        tool = _tool(case, item.tool)
+        tool = _tool(case, item.tool, item.namespace)
         params = "int" if tool is None else ("text_and_int" if tool.sub_agent else tool.params)
         arguments = render_arguments(params, item.shape, item.n)
         if tool is not None and tool.sub_agent and item.shape == "valid":
@@ -409,7 +433,7 @@ def _calls(case: Case) -> list[Call]:
 
 
 def _is_unknown(case: Case, item: Call) -> bool:
-    tool = _tool(case, item.tool)
+    tool = _tool(case, item.tool, item.namespace)
     return tool is None or not tool.offered
 
 
@@ -417,7 +441,8 @@ def documented_differences(case: Case) -> tuple[str, ...]:
     """The reviewed differences (differences.py) this case can show, each because of something it contains."""
     found: list[str] = []
     spec = case.agent
-    known_calls = [(item, _tool(case, item.tool)) for item in _calls(case) if not _is_unknown(case, item)]
+    known_calls = [(item, _tool(case, item.tool, item.namespace)) for item in _calls(case)
+                   if not _is_unknown(case, item)]
     if any(item.shape in INVALID_SHAPES and tool is not None and tool.failure == "default"
            for item, tool in known_calls):
         found.append("invalid_arguments_text")
@@ -449,6 +474,9 @@ def known_open(case: Case, decisions: Sequence[HarnessDecision] = ()) -> tuple[s
     if any(item.tool in policies and item.shape in ("coercible", "not_object", "empty", "not_json", "wrong_type")
            for item in _calls(case)):
         found.append("approval_policy_arguments")
+    names = [tool.name for tool in spec.tools]
+    if len(names) != len(set(names)):
+        found.append("namespaced_same_name")
     if any(tool.approval == "policy_raises" for tool in spec.tools):
         found.append("needs_approval_exception_not_user_error")
     if spec.output_guardrail == "trip":
@@ -488,6 +516,11 @@ def _found_by_fuzzer(case: Case) -> list[str]:
         found.append("hosted_item_event_before_tool_called")
     if any(_unknown_and_known(case, response) for response in case.responses):
         found.append("unknown_tool_output_order")
+    parallel = [response for response in case.responses if sum(isinstance(item, Call) for item in response) > 1]
+    if spec.hooks and parallel:
+        found.append("tool_hooks_of_parallel_calls_not_interleaved")
+    if parallel and any(can_end_turn(tool) for tool in spec.tools):
+        found.append("sibling_output_not_streamed_when_a_call_ends_the_turn")
     return found
 
 

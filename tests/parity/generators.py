@@ -7,6 +7,7 @@ and composable: one per option of the agent, one per shape of a model call's arg
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -130,7 +131,7 @@ guards = st.one_of(st.none(), st.sampled_from(GUARD_VERDICTS))
 def tool_specs(draw: st.DrawFn, name: str) -> ToolSpec:
     if draw(st.integers(0, 9)) == 0:
         return ToolSpec(name=name, params="text_and_int", sub_agent=True, enabled=draw(enabled_options),
-                        failure=draw(failure_functions))
+                        failure=draw(failure_functions), approval=draw(st.sampled_from(("never", "never", "always"))))
     return ToolSpec(
         name=name,
         params=draw(st.sampled_from(PARAMS)),
@@ -148,6 +149,9 @@ def tool_specs(draw: st.DrawFn, name: str) -> ToolSpec:
 def agent_specs(draw: st.DrawFn) -> AgentSpec:
     count = draw(st.integers(0, 3))
     tools = tuple(draw(tool_specs(f"tool_{index}")) for index in range(count))
+    namespaced = [tool for tool in tools if tool.namespace is not None]
+    if namespaced and draw(st.integers(0, 4)) == 0:  # the same name in a second namespace
+        tools += (dataclasses.replace(namespaced[0], namespace="notes", raises=not namespaced[0].raises),)
     names = [tool.name for tool in tools]
     return AgentSpec(
         tools=tools,

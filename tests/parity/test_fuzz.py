@@ -94,6 +94,11 @@ def check_case(case: Case, shortcuts: bool) -> None:
     assert not problems, f"{case!r} (shortcuts={shortcuts})\n" + "\n\n".join(problems)
 
 
+# Runner's blocking path with a parallel input guardrail creates its model turn's coroutine in a task that a
+# cancelled run may never start: the SDK's own warning, not ours (our loop never creates that coroutine).
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <coroutine object run_single_turn at:pytest.PytestUnraisableExceptionWarning"
+)
 def test_fuzz_runner_against_agency(request: pytest.FixtureRequest) -> None:
     budget = case_budget(request.config)
     long_mode = budget > CI_CASES
