@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents.tool_context import ToolContext
 
 from agency_swarm import (
     Agency,
@@ -15,6 +16,7 @@ from agency_swarm import (
     ConfigError,
     FileThreadStore,
     Interruption,
+    MaxStepsExceeded,
     MemoryThreadStore,
     NothingToResume,
     function_tool,
@@ -128,7 +130,7 @@ async def test_reject_tells_the_model_and_never_runs_the_tool() -> None:
     result = await agency.resume("c", reject=[paused.interruptions[0].call_id])
     assert result.final_output == "I left the file alone."
     assert ran == []
-    assert "rejected" in model.calls[-1].tool_outputs[0]
+    assert model.calls[-1].tool_outputs[0] == "Tool execution was not approved."
 
 
 async def test_a_new_message_to_a_paused_chat_is_refused_until_resume() -> None:
@@ -178,7 +180,7 @@ async def test_resume_takes_any_iterable_of_call_ids_but_not_a_bare_str() -> Non
     assert not result.paused
     assert result.final_output == "done"
     assert ran == ["delete a"]
-    assert "rejected" in model.calls[-1].tool_outputs[1]
+    assert model.calls[-1].tool_outputs[1] == "Tool execution was not approved."
 
 
 async def test_needs_approval_can_be_decided_per_call() -> None:
@@ -459,3 +461,89 @@ async def test_a_nested_approval_whose_send_already_failed_does_not_hold_the_cha
         calls = {item["call_id"] for item in items if item.get("type") == "function_call"}
         outputs = [item["call_id"] for item in items if item.get("type") == "function_call_output"]
         assert sorted(outputs) == sorted(calls)
+
+
+# -- what a decision says, and what a resume keeps from the paused turn ---------------------------------------------
+
+
+async def test_reject_takes_a_message_per_call_for_the_model_to_read() -> None:
+    calls = [ToolCall("delete_file", {"path": "a"}), ToolCall("delete_file", {"path": "b"})]
+    model = ScriptedModel(lambda call: "done" if call.tool_outputs else calls)
+    agency = Agency(Agent(name="Ops", tools=[delete_file], model=model))
+    paused = await agency.get_response("go", chat_id="c")
+    first, second = (item.call_id for item in paused.interruptions)
+    events = [event async for event in agency.resume_stream("c", reject={first: "a is protected.", second: None})]
+    assert events[-1].type == "agent_finished"
+    assert ran == []
+    assert model.calls[-1].tool_outputs == ["a is protected.", "Tool execution was not approved."]
+
+
+@pytest.mark.parametrize(("reject", "problem"), [
+    ({"call_1": 5}, "got int for 'call_1'"),
+    ({1: "no"}, "got the key 1"),
+])
+async def test_reject_as_a_mapping_holds_call_ids_and_messages(reject: Any, problem: str) -> None:
+    ops, _ = solo([ToolCall("delete_file", {"path": "a"}), "done"], [delete_file])
+    agency = Agency(ops)
+    await agency.get_response("go", chat_id="c")
+    with pytest.raises(ConfigError, match=problem):
+        await agency.resume("c", reject=reject)
+
+
+@function_tool(needs_approval=True)
+def whoami(ctx: ToolContext[Any]) -> str:
+    """Say who the user is."""
+    ran.append(f"whoami {ctx.context}")
+    return str(ctx.context)
+
+
+async def test_resume_keeps_the_paused_turns_context_unless_given_another() -> None:
+    ops, _ = solo([ToolCall("whoami", {}), "done"], [whoami])
+    agency = Agency(ops)
+    paused = await agency.get_response("who?", chat_id="c", context={"user": "ann"})
+    await agency.resume("c", approve=[paused.interruptions[0].call_id])
+    paused = await agency.get_response("who now?", chat_id="c", context={"user": "ann"})
+    agency.resume_sync("c", approve=[paused.interruptions[0].call_id], context={"user": "bob"})
+    assert ran == ["whoami {'user': 'ann'}", "whoami {'user': 'bob'}"]
+
+
+async def test_a_finished_or_deleted_chat_keeps_no_context() -> None:
+    ops, _ = solo([ToolCall("whoami", {}), "done"], [whoami])
+    agency = Agency(ops)
+    kept = agency.thread_manager.paused_contexts
+    finished = await agency.get_response("who?", chat_id="finished", context={"user": "ann"})
+    await agency.get_response("who?", chat_id="deleted", context={"user": "bob"})
+    assert kept == {"finished": {"user": "ann"}, "deleted": {"user": "bob"}}
+    await agency.resume("finished", approve=[finished.interruptions[0].call_id])
+    await agency.thread_manager.delete_chat("deleted")
+    assert kept == {}
+
+
+async def test_a_context_is_never_stored_so_another_process_passes_it_again(tmp_path: Path) -> None:
+    ops, _ = solo([ToolCall("whoami", {}), "done"], [whoami])
+    agency = Agency(ops, thread_store=FileThreadStore(tmp_path))
+    paused = await agency.get_response("who?", chat_id="c", context={"user": "ann"})
+    await agency.aclose()
+    restarted = Agency(solo([ToolCall("whoami", {}), "done"], [whoami])[0], thread_store=FileThreadStore(tmp_path))
+    await restarted.resume("c", approve=[paused.interruptions[0].call_id])
+    assert ran == ["whoami None"]
+    await restarted.aclose()
+
+
+async def test_max_steps_counts_the_model_calls_before_a_pause_in_another_process_too(tmp_path: Path) -> None:
+    script = [ToolCall("delete_file", {"path": "a"}), ToolCall("list_files", {}), ToolCall("list_files", {}), "done"]
+
+    def ops_agency() -> Agency:
+        model = ScriptedModel.each_turn(script)
+        ops = Agent(name="Ops", tools=[delete_file, list_files], model=model, max_steps=2)
+        return Agency(ops, thread_store=FileThreadStore(tmp_path))
+
+    agency = ops_agency()
+    paused = await agency.get_response("go", chat_id="c")
+    await agency.aclose()
+    restarted = ops_agency()
+    with pytest.raises(MaxStepsExceeded) as caught:
+        await restarted.resume("c", approve=[paused.interruptions[0].call_id])
+    assert caught.value.max_steps == 2
+    assert ran == ["delete a", "list"]  # one model call before the pause, one after it
+    await restarted.aclose()

@@ -171,7 +171,7 @@ def test_run_rejects_a_tool_call_on_n_and_asks_again_on_other_answers(project: P
     assert code == 0
     asked_again = "? [y/n] maybe\nPlease answer y or n (or exit to quit, leaving the turn paused).\nApprove Developer's"
     assert asked_again in out
-    assert "  Developer <- deploy: The user rejected this call to 'deploy'" in out
+    assert "  Developer <- deploy: Tool execution was not approved." in out
     assert "deployed to prod" not in out
 
 
@@ -183,7 +183,7 @@ def test_exit_or_end_of_input_at_an_approval_question_quits_leaving_the_turn_pau
     assert code == 0
     assert out.endswith("Quitting without a decision: the turn stays paused; run this chat again to decide.\n")
     assert "Please answer y or n" not in out
-    assert "The user rejected this call" not in out
+    assert "Tool execution was not approved." not in out
     assert "deployed to prod" not in out
     code, out, _ = invoke(run_args(project, "approvals", "--threads-dir", str(project / "t")), "y\nexit\n")
     assert code == 0

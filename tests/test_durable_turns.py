@@ -10,7 +10,7 @@ import pytest
 from agents import function_tool
 from dbos import DBOSClient
 
-from agency_swarm import Agency, Agent, SQLThreadStore, TurnLockLost
+from agency_swarm import Agency, Agent, ConfigError, SQLThreadStore, TurnLockLost
 from agency_swarm import durable as durable_package
 from agency_swarm.durable import DurableTurns, TurnFailed, UnknownTurn
 from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall
@@ -156,6 +156,21 @@ async def test_a_turn_that_lost_its_lock_is_run_again_in_its_step_and_finishes(t
     threads = await turns.agency.get_threads(chat_id)
     users = [item for item in threads["user->A"] if item.get("role") == "user" and "type" not in item]
     assert len(users) == 1  # run again by its turn id: the message is not stored twice
+
+
+async def test_a_durable_resume_keeps_the_rejection_message_for_the_model(turns: DurableTurns) -> None:
+    calls.clear()
+    chat_id = chat()
+    paused = await (await turns.submit("ask first", chat_id=chat_id)).result()
+    [waiting] = paused.interruptions
+    with pytest.raises(ConfigError):
+        await turns.resume(chat_id=chat_id, reject={waiting.call_id: 5})
+    resumed = await turns.resume(chat_id=chat_id, reject={waiting.call_id: "Not before Monday."})
+    assert (await resumed.result()).final_output == "done: ask first"
+    assert calls == []
+    threads = await turns.agency.get_threads(chat_id)
+    outputs = [item["output"] for item in threads["user->A"] if item.get("type") == "function_call_output"]
+    assert outputs == ["Not before Monday."]
 
 
 async def test_a_durable_resume_applies_its_decisions_once_per_key(turns: DurableTurns) -> None:

@@ -33,6 +33,7 @@ import agents
 import agents._function_tool_arguments
 import agents.models._retry_runtime
 import agents.tool
+import agents.util._approvals
 import httpx2
 import pytest
 from agents import AgentHooks, OpenAIResponsesModel, function_tool
@@ -400,6 +401,31 @@ async def test_a_hidden_tool_name_means_the_sdk_path_and_the_same_turns(
     assert await outcomes() == expected
 
 
+async def test_without_the_sdks_approval_check_every_call_of_a_policy_tool_waits(hider: Hider) -> None:
+    """Fail closed: without the SDK's check nobody knows whether the tool runs with what the policy would see."""
+    asked: list[dict[str, Any]] = []
+
+    async def never(_context: Any, arguments: dict[str, Any], _call_id: str) -> bool:
+        asked.append(arguments)
+        return False
+
+    @function_tool(needs_approval=never)
+    def note(text: str) -> str:
+        """Write a note."""
+        return f"noted {text}"
+
+    def paused_turn() -> Any:
+        model = ScriptedModel([ToolCall("note", {"text": "hi"}), "done"])
+        return Agent(name="Notes", tools=[note], model=model).get_response("note it")
+
+    assert not (await paused_turn()).paused
+    assert asked == [{"text": "hi"}]
+    hider.module_name(agents.util._approvals, "evaluate_function_tool_approval")
+    assert _sdk._EVALUATE_APPROVAL is None
+    assert (await paused_turn()).paused
+    assert asked == [{"text": "hi"}]
+
+
 INVOKER_ATTRIBUTES = ["_TOOL_OF_INVOKER", "_IMPLEMENTATION_OF_INVOKER", "_ERROR_HANDLER_OF_INVOKER", "_IMPLEMENTATION"]
 
 
@@ -520,10 +546,11 @@ async def test_an_unreadable_processor_list_keeps_tracing_on(hider: Hider, const
 def test_the_package_imports_and_runs_a_tool_turn_with_every_borrowed_module_name_gone() -> None:
     script = """
 import asyncio, importlib, pkgutil, sys
-import agents, agents.tool, agents._function_tool_arguments, agents.models._retry_runtime
+import agents, agents.tool, agents._function_tool_arguments, agents.models._retry_runtime, agents.util._approvals
 hidden = [(agents.tool, "_FailureHandlingFunctionToolInvoker"), (agents.tool, "_get_function_tool_invoke_context"),
           (agents._function_tool_arguments, "can_prepare_without_user_code"),
-          (agents.models._retry_runtime, "_DISABLE_PROVIDER_MANAGED_RETRIES")]
+          (agents.models._retry_runtime, "_DISABLE_PROVIDER_MANAGED_RETRIES"),
+          (agents.util._approvals, "evaluate_function_tool_approval")]
 saved = [(module, name, getattr(module, name)) for module, name in hidden]
 for module, name, _ in saved:
     delattr(module, name)
@@ -543,7 +570,7 @@ def add(a: int, b: int) -> int:
     return a + b
 agent = Agent(name="Calc", tools=[add], model=ScriptedModel([ToolCall("add", {"a": 2, "b": 3}), "five"]))
 result = asyncio.run(agent.get_response("add"))
-print(_sdk._INVOKER, _sdk._CAN_PREPARE, _sdk._INVOKE_CONTEXT, _sdk._NO_CLIENT_RETRIES.name)
+print(_sdk._INVOKER, _sdk._CAN_PREPARE, _sdk._INVOKE_CONTEXT, _sdk._EVALUATE_APPROVAL, _sdk._NO_CLIENT_RETRIES.name)
 print(result.final_output, [item.get("output") for item in result.new_items if "output" in item])
 """
     env = {key: value for key, value in os.environ.items() if key != "OPENAI_API_KEY"}
@@ -551,7 +578,7 @@ print(result.final_output, [item.get("output") for item in result.new_items if "
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
                           check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["None None None agency_swarm_no_client_retries", "five ['5']"]
+    assert done.stdout.splitlines() == ["None None None None agency_swarm_no_client_retries", "five ['5']"]
 
 
 async def test_a_reloaded_sdk_module_leaves_every_caller_working(hider: Hider) -> None:

@@ -456,6 +456,18 @@ async def test_streams_pause_with_approval_requested_and_resume_as_a_stream() ->
     await app.state.agency.aclose()
 
 
+async def test_resume_rejects_with_the_message_the_client_gives() -> None:
+    app = create_app(approvals_agency, store=MemoryThreadStore())
+    async with client_for(app) as client:
+        for chat, reject in (("a", "Not on a Friday."), ("b", None)):
+            paused = (await client.post(f"/chats/{chat}/messages", json={"message": "ship"})).json()
+            call_id = paused["interruptions"][0]["call_id"]
+            error_of(await client.post(f"/chats/{chat}/resume", json={"reject": {call_id: 5}}), 422, "invalid_request")
+            done = await client.post(f"/chats/{chat}/resume", json={"reject": {call_id: reject}})
+            assert done.json()["final_output"] == f"after deploy: {reject or 'Tool execution was not approved.'}"
+    await app.state.agency.aclose()
+
+
 # -- failures --------------------------------------------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 BOOKING = re.compile(r"[Bb]ook (?:a |an )?(.+?) on (\d{4}-\d{2}-\d{2})")
 EMAIL = re.compile(r"[Ee]mail (\S+@[\w.-]+\w) (?:that|about|this:) (.+)", re.DOTALL)
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
-REJECTED = "The user rejected this call"
+REJECTED = "Tool execution was not approved."
 
 
 def replied(call: ModelCall) -> str | None:

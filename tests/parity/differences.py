@@ -239,6 +239,23 @@ def _mcp_approval_needs_callback(scenario: Scenario, runner: Outcome, ours: Outc
         runner.replaced = ours.replaced = True
 
 
+def _resume_announces_calls(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Our resumed stream starts with a tool_called for each call that waited at the pause (the run then runs,
+    rejects or pauses it again); Runner announced those calls only in the stream that paused."""
+    if not ours.stream:
+        return
+    waited = [sum(1 for item in ours.interruptions if item.get("run") == run) for run in range(len(ours.results))]
+    events, run, announced = [], -1, 0
+    for event in ours.events:
+        if event == "agent_started":  # one agent: each run's stream starts with it
+            run, announced = run + 1, 0
+        elif event == "tool_called" and 0 < run < len(waited) + 1 and announced < waited[run - 1]:
+            announced += 1
+            continue
+        events.append(event)
+    ours.events = events
+
+
 def _max_turns(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     if not isinstance(runner.error, MaxTurnsExceeded) or not isinstance(ours.error, agency_swarm.MaxStepsExceeded):
         return
@@ -328,6 +345,14 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "Runner's `max_turns` / MaxTurnsExceeded is our per-agent `Agent.max_steps` / MaxStepsExceeded (a "
         "RunError naming agent, chat and depth): in an agency every agent has its own budget",
         _max_turns,
+    ),
+    Difference(
+        "resume_announces_calls",
+        "a resumed stream (resume_stream) starts with a tool_called for each call that waited for approval, before "
+        "it runs, is rejected or waits again: a consumer of the resumed stream alone can pair every tool_output with "
+        "its call, and AgencyHooks.on_tool_start fires when an approved tool runs; Runner announces a call once, in "
+        "the stream that paused",
+        _resume_announces_calls,
     ),
     Difference(
         "output_validation_error",

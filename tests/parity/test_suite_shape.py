@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from parity import (
     test_agent_options,
+    test_approvals,
     test_function_tools,
     test_fuzz_regressions,
     test_output_items,
@@ -17,6 +18,7 @@ ALL: list[Scenario] = [
     *test_agent_options.SCENARIOS,
     *test_output_items.SCENARIOS,
     *test_tool_guardrails.SCENARIOS,
+    *test_approvals.SCENARIOS,
     *test_fuzz_regressions.SCENARIOS,
 ]
 

@@ -240,16 +240,20 @@ class Agency:
         chat_id: str | None = None,
         *,
         approve: Iterable[str] = (),
-        reject: Iterable[str] = (),
+        reject: Iterable[str] | Mapping[str, str | None] = (),
         context: Any = None,
         turn_id: str | None = None,
     ) -> RunResult:
         """Continue the chat's unfinished turn from its last stored item.
 
         After a pause (`result.paused`): the calls in `approve` run, those in `reject` get a rejection the model
-        reads, and calls left undecided pause the turn again. After a crash: calls without outputs run again and
-        nested turns go on where they stopped. Raises `NothingToResume` when the last turn finished.
-        `turn_id`: as in get_response; a resume already started with it is continued or its result returned.
+        reads, and calls left undecided pause the turn again. `reject` is an iterable of call ids (the model reads
+        "Tool execution was not approved.") or a mapping {call id: the message the model reads instead, or None}.
+        After a crash: calls without outputs run again and nested turns go on where they stopped. Raises
+        `NothingToResume` when the last turn finished.
+        `context`: None keeps the context the paused turn ran with, when it paused in this process (a context is
+        never stored: after a restart pass it again). `turn_id`: as in get_response; a resume already started with
+        it is continued or its result returned.
         """
         return await self._open_resume(chat_id, approve, reject, context, turn_id, streaming=False)._drain()
 
@@ -258,7 +262,7 @@ class Agency:
         chat_id: str | None = None,
         *,
         approve: Iterable[str] = (),
-        reject: Iterable[str] = (),
+        reject: Iterable[str] | Mapping[str, str | None] = (),
         context: Any = None,
         turn_id: str | None = None,
     ) -> ResponseStream:
@@ -270,7 +274,7 @@ class Agency:
         chat_id: str | None = None,
         *,
         approve: Iterable[str] = (),
-        reject: Iterable[str] = (),
+        reject: Iterable[str] | Mapping[str, str | None] = (),
         context: Any = None,
         turn_id: str | None = None,
     ) -> RunResult:
@@ -280,19 +284,19 @@ class Agency:
         return run_sync(self.resume(chat_id, approve=approve, reject=reject, context=context, turn_id=turn_id))
 
     def _open_resume(
-        self, chat_id: str | None, approve: Iterable[str], reject: Iterable[str], context: Any, turn_id: str | None,
-        *, streaming: bool,
+        self, chat_id: str | None, approve: Iterable[str], reject: Iterable[str] | Mapping[str, str | None],
+        context: Any, turn_id: str | None, *, streaming: bool,
     ) -> ResponseStream:
         chat = check_chat_id(DEFAULT_CHAT_ID if chat_id is None else chat_id)
         if turn_id is not None:
             check_turn_id(turn_id)
-        decisions = {name: _call_ids(name, ids) for name, ids in (("approve", approve), ("reject", reject))}
+        approved, rejected = _call_ids("approve", approve), rejections(reject)
         entries = {agent.name: (agent, self._wirings[agent.name]) for agent in self._chart.entry_points}
 
         def start(stream: ResponseStream) -> TurnStart:
             return resume_turn(
-                entries, self.thread_manager, chat_id=chat, context=context, approve=decisions["approve"],
-                reject=decisions["reject"], stream=stream, turn_id=turn_id,
+                entries, self.thread_manager, chat_id=chat, context=context, approve=approved, reject=rejected,
+                stream=stream, turn_id=turn_id,
             )
 
         return ResponseStream(start, streaming=streaming)
@@ -314,6 +318,23 @@ class Agency:
         entries = ", ".join(agent.name for agent in self._chart.entry_points)
         flows = len(self.communication_flows)
         return f"Agency(entry_points=[{entries}], agents={len(self._chart.agents)}, flows={flows})"
+
+
+def rejections(reject: Iterable[str] | Mapping[str, str | None]) -> dict[str, str | None]:
+    """`reject` of resume as {call id: the message the model reads, or None for the default}: a mapping as it is,
+    an iterable of call ids each with None."""
+    if not isinstance(reject, Mapping):
+        return dict.fromkeys(sorted(_call_ids("reject", reject)))
+    wrong_id = next((call_id for call_id in reject if not isinstance(call_id, str)), None)
+    if wrong_id is not None:
+        raise ConfigError(f"reject must map call ids (str) to messages, got the key {wrong_id!r}.")
+    wrong = next((call_id for call_id, text in reject.items() if text is not None and not isinstance(text, str)), None)
+    if wrong is not None:
+        raise ConfigError(
+            f"reject must map each call id to the message the model reads (a str, or None for the default), got "
+            f"{type(reject[wrong]).__name__} for {wrong!r}."
+        )
+    return dict(reject)
 
 
 def _call_ids(name: str, ids: Iterable[str]) -> frozenset[str]:

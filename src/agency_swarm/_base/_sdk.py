@@ -29,6 +29,12 @@ imports and runs, only slower or with plainer output. Borrowed from openai-agent
   `_restored_unbound_approval_call_ids`, `_custom_data`, `_function_tool_arguments`): filled in by hand for a
   ToolContext built without the constructor, after checking at import that the result equals what the
   constructor builds. Fallback: the public `ToolContext(...)` constructor.
+- `agents.util._approvals.evaluate_function_tool_approval`: `Runner`'s own answer to "does this call of a tool whose
+  `needs_approval` is a function wait for approval?". It fails closed: arguments that are not a JSON object, or that
+  the tool's argument validation would change (a "5000" for an int, a default filled in, an extra key dropped), or
+  that a user-code validator would see, wait without the policy being asked; otherwise the policy gets the parsed
+  object. Fallback: every such call waits for approval (the policy is never asked), since without the SDK's check
+  nobody knows whether the tool would run with what the policy saw.
 - `DefaultTraceProvider._refresh_disabled_flag()` and `._disabled`: whether tracing is off, known without building
   and logging a throw-away trace. Fallback: ask `agents.trace()`, which returns a NoOpTrace when tracing is off.
 - `DefaultTraceProvider._multi_processor._processors` and each processor's `_exporter`: whether the only exporter is
@@ -38,7 +44,7 @@ imports and runs, only slower or with plainer output. Borrowed from openai-agent
 `SHORTCUTS` (read at call time) turns off every fast path that bypasses an SDK path, here and elsewhere: direct
 tool calls, the hand-filled ToolContext, the provider flag read, the fast thread-item and tool-output dicts. With
 it False every call takes the plain public SDK path; results must not differ. The error-detail, retry-flag and
-exporter reads are not shortcuts (they change what happens, not how fast) and stay on.
+exporter reads, and the approval check, are not shortcuts (they change what happens, not how fast) and stay on.
 """
 
 from __future__ import annotations
@@ -85,12 +91,14 @@ _CAN_PREPARE: Any = None
 _INVOKE_CONTEXT: Any = None
 _NO_CLIENT_RETRIES: ContextVar[bool] = _OWN_NO_CLIENT_RETRIES
 _FILLS_TOOL_CONTEXT = False
+_EVALUATE_APPROVAL: Any = None
 
 
 def resolve() -> None:
     """Look the borrowed module-level names up (at import; tests call it again after hiding one)."""
-    global _INVOKER, _CAN_PREPARE, _INVOKE_CONTEXT, _NO_CLIENT_RETRIES, _FILLS_TOOL_CONTEXT
+    global _INVOKER, _CAN_PREPARE, _INVOKE_CONTEXT, _NO_CLIENT_RETRIES, _FILLS_TOOL_CONTEXT, _EVALUATE_APPROVAL
     _INVOKER = _borrowed("agents.tool", "_FailureHandlingFunctionToolInvoker")
+    _EVALUATE_APPROVAL = _borrowed("agents.util._approvals", "evaluate_function_tool_approval")
     _CAN_PREPARE = _borrowed("agents._function_tool_arguments", "can_prepare_without_user_code")
     _INVOKE_CONTEXT = _borrowed("agents.tool", "_get_function_tool_invoke_context")
     flag = _borrowed("agents.models._retry_runtime", "_DISABLE_PROVIDER_MANAGED_RETRIES")
@@ -186,6 +194,20 @@ def decorated_function(tool: FunctionTool | None) -> Callable[..., Any] | None:
     implementation = getattr(getattr(tool, "on_invoke_tool", None), _IMPLEMENTATION_OF_INVOKER, None)
     function = getattr(implementation, _WRAPPED_CALLABLE, None)
     return function if callable(function) else None
+
+
+# -- approvals --------------------------------------------------------------------------------------------------
+
+
+async def policy_wants_approval(
+    tool: FunctionTool, context: RunContextWrapper[Any], arguments: str, call_id: str
+) -> bool:
+    """Whether this call of a tool whose `needs_approval` is a function waits for approval, as `Runner` decides it
+    (see the module docstring). The policy's own exception propagates."""
+    if _EVALUATE_APPROVAL is None:
+        return True
+    evaluation = await _EVALUATE_APPROVAL(tool, context, arguments, call_id)
+    return bool(evaluation.outcome != "invoke")
 
 
 # -- client retries ---------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import copy
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Protocol
+from typing import Any, Protocol
 
 from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, ReentrantTurn
 from .._base._sync import INSIDE
@@ -248,6 +248,9 @@ class ThreadManager:
         """Per chat held in memory, the store version it holds (stores whose turn lock yields a ChatVersion)."""
         self.recipients: frozenset[str] | None = None
         """The agents of the chart (set by the Agency): a loaded thread for any other recipient is left out."""
+        self.paused_contexts: dict[str, Any] = {}
+        """The context each chat's unfinished turn ran with, for a resume in this process that passes none. Never
+        stored: it leaves with the chat when the chat leaves memory."""
 
     def subscribe(self, listener: ItemListener) -> None:
         """Call `listener(thread, item)` for every item any thread gets from now on, the moment it gets it."""
@@ -519,6 +522,7 @@ class ThreadManager:
             self._chats.pop(chat_id, None)
             self._versions.pop(chat_id, None)
             self._unanswered.discard(chat_id)  # derived again from the store when the chat is loaded again
+            self.paused_contexts.pop(chat_id, None)
 
     def _drop_idle_lock(self, chat_id: str) -> bool:
         """Forget the chat's lock unless a turn holds it or waits for it; False when it is in use."""
@@ -543,6 +547,7 @@ class ThreadManager:
         # not in the middle of a turn, in this process or another; nothing of the chat is read, it is going
         async with self.hold(chat_id, catch_up=False):
             self._forget(chat_id)
+            self.paused_contexts.pop(chat_id, None)
             if self.store is not None:
                 await self.store.delete(chat_id)
         self._drop_idle_lock(chat_id)  # deleted chats leave nothing behind, locks included

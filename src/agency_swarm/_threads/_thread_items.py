@@ -67,8 +67,22 @@ def turn_start(items: list[Item], turn_id: str) -> int | None:
     return None
 
 
-def call_mark(kind: str, call_id: str) -> Item:
-    return {"type": kind, "call_id": call_id}
+def call_mark(kind: str, call_id: str, steps: int | None = None) -> Item:
+    """A call's mark; a waiting call's keeps the model calls its agent's turn had made (`steps_before_pause`)."""
+    return {"type": kind, "call_id": call_id} if steps is None else {"type": kind, "call_id": call_id, "steps": steps}
+
+
+def steps_before_pause(items: list[Item]) -> int:
+    """The model calls the thread's last turn had made when it paused: the `steps` its latest waiting call's mark
+    keeps (0 for a mark without them, or no mark since the turn's message)."""
+    for item in reversed(items):
+        kind = item.get("type")
+        if kind == AWAITING_APPROVAL:
+            steps = item.get("steps")
+            return steps if type(steps) is int and steps > 0 else 0
+        if kind is None and item.get("role") == "user":
+            break
+    return 0
 
 
 def has_call_marks(items: list[Item]) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from collections.abc import Awaitable, Sequence
 from typing import Any, assert_never
@@ -11,6 +10,7 @@ from typing import Any, assert_never
 from agents import AgentsException, FunctionTool, UserError, custom_span, function_span
 from openai.types.responses import ResponseFunctionToolCall
 
+from .._base import _sdk
 from .._base._errors import ItemTooLarge
 from .._base._events import ApprovalRequested, Event, MessageSent, ToolCalled, ToolOutput
 from .._base._names import SEND_MESSAGE
@@ -182,15 +182,18 @@ async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: Em
         case SendMessage():
             await _send(turn, step, state, index, emit)
         case FunctionToolCall(tool=tool):
-            verdict = _decided(run, tool, call)
+            verdict = _decided(run, step)
             if verdict is None:  # needs_approval is a function: it decides for each call
-                verdict = await _asked(run, tool, call)
+                try:
+                    verdict = await _asked(run, tool, call)
+                except Exception as error:  # the policy failed: the turn ends, as under `Runner`
+                    raise _tool_failure(error, tool, outputs, index) from error
             if verdict == "wait":
                 outputs[index] = _AWAITING
                 await _wait_for_approval(turn, call, emit)
                 return
             if verdict == "reject":
-                outputs[index] = rejected_output(call.name)
+                outputs[index] = rejected_output(run.rejected[call.call_id])
             else:
                 if verdict == "approved":  # marked first: after a crash from here on, it is never run again
                     await _mark(turn, APPROVED_RUN, call.call_id)
@@ -215,8 +218,9 @@ async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: Em
 
 async def _wait_for_approval(turn: Turn, call: ResponseFunctionToolCall, emit: EmitEvent | None) -> None:
     """The call joins the turn's interruptions (and `approval_requested` is emitted): resume decides. The thread marks
-    the call as waiting, so a later process knows it never ran."""
-    await _mark(turn, AWAITING_APPROVAL, call.call_id)
+    the call as waiting, so a later process knows it never ran, with the model calls the turn made so far, which its
+    resume goes on counting towards max_steps."""
+    await _mark(turn, AWAITING_APPROVAL, call.call_id, turn.steps)
     run = turn.run
     run.interruptions.append(Interruption(
         agent=turn.agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
@@ -229,8 +233,8 @@ async def _wait_for_approval(turn: Turn, call: ResponseFunctionToolCall, emit: E
         ))
 
 
-async def _mark(turn: Turn, kind: str, call_id: str) -> None:
-    stored = turn.thread.add([call_mark(kind, call_id)])
+async def _mark(turn: Turn, kind: str, call_id: str, steps: int | None = None) -> None:
+    stored = turn.thread.add([call_mark(kind, call_id, steps)])
     turn.thread.has_marks = True
     if stored is not None:
         await stored
@@ -244,30 +248,28 @@ def _tool_failure(error: Exception, tool: FunctionTool, outputs: list[Any], inde
     return failure
 
 
-def _decided(run: Run, tool: FunctionTool, call: ResponseFunctionToolCall) -> str | None:
-    """"reject", "approved", "run" or "wait": the user's decision from resume, else the tool's fixed
-    `needs_approval`; None when `needs_approval` is a function (`_asked`)."""
-    if run.rejected and call.call_id in run.rejected:
+def _decided(run: Run, step: FunctionToolCall) -> str | None:
+    """"reject", "approved", "run" or "wait": the user's decision from resume; a call that already waited and is
+    still undecided waits again (its policy is not asked again, as under `Runner`); else the tool's fixed
+    `needs_approval`; None when `needs_approval` is not a bool: a function (`_asked`)."""
+    call_id = step.call.call_id
+    if call_id in run.rejected:
         return "reject"
-    if run.approved and call.call_id in run.approved:
+    if call_id in run.approved:
         return "approved"
-    needs = tool.needs_approval
-    if callable(needs):
+    if step.resume:
+        return "wait"
+    needs = step.tool.needs_approval
+    if not isinstance(needs, bool):  # a function; anything else is refused by the SDK's check as by `Runner`
         return None
     return "wait" if needs else "run"
 
 
 async def _asked(run: Run, tool: FunctionTool, call: ResponseFunctionToolCall) -> str:
-    """"wait" or "run", as the tool's `needs_approval` function says for this call."""
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except ValueError:
-        arguments = {}
-    needs: Any = tool.needs_approval
-    decided = needs(run.context(), arguments if isinstance(arguments, dict) else {}, call.call_id)
-    if inspect.isawaitable(decided):
-        decided = await decided
-    return "wait" if decided else "run"
+    """"wait" or "run", as `Runner` decides it with the tool's `needs_approval` function: arguments that are not a
+    JSON object, or that the tool's validation would change, wait without the function being asked (`_sdk`)."""
+    wants = await _sdk.policy_wants_approval(tool, run.context(), call.arguments, call.call_id)
+    return "wait" if wants else "run"
 
 
 async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall) -> Any:
@@ -282,8 +284,13 @@ async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToo
         finish(span)
 
 
-def rejected_output(tool_name: str) -> str:
-    return f"The user rejected this call to {tool_name!r}; it did not run. Do not call it again unless asked."
+REJECTION_MESSAGE = "Tool execution was not approved."
+"""What the model reads for a rejected call without a message of its own (the SDK's text)."""
+
+
+def rejected_output(message: str | None) -> str:
+    """The output of a call the user rejected: the message given with the rejection, else `REJECTION_MESSAGE`."""
+    return REJECTION_MESSAGE if message is None else message
 
 
 async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: EmitEvent | None) -> None:

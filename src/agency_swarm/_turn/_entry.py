@@ -106,7 +106,7 @@ def resume_turn(
     chat_id: str,
     context: Any,
     approve: frozenset[str],
-    reject: frozenset[str],
+    reject: Mapping[str, str | None],
     stream: ResponseStream,
     agent_turn: AgentTurn,
     turn_id: str | None = None,
@@ -119,17 +119,19 @@ def resume_turn(
         inside = entered(manager, chat_id)
         async with manager.hold(chat_id):
             await manager.ensure_loaded(chat_id)
-            run = Run(chat_id, stream.streaming, context, approve, reject, inside, turn_id)
+            kept = manager.paused_contexts.get(chat_id) if context is None else context  # as Runner's RunState
+            run = Run(chat_id, stream.streaming, kept, approve, reject, inside, turn_id)
             again = None if turn_id is None else _resumed_before(entries, manager, run, turn_id)
             if again is not None:
                 return await _turn_again(manager, again[0], again[1], stream, agent_turn)
             agent, wiring = _unfinished_entry(entries, manager, chat_id)
             pending = _waiting_call_ids(manager, chat_id)
-            unknown = sorted((approve | reject) - pending)
-            if unknown or approve & reject:
+            both = approve & reject.keys()
+            unknown = sorted((approve | reject.keys()) - pending)
+            if unknown or both:
                 raise ConfigError(
-                    f"resume: call ids {sorted(approve & reject) or unknown} are "
-                    f"{'both approved and rejected' if approve & reject else 'not waiting in chat ' + repr(chat_id)}; "
+                    f"resume: call ids {sorted(both) or unknown} are "
+                    f"{'both approved and rejected' if both else 'not waiting in chat ' + repr(chat_id)}; "
                     f"the calls waiting are: {sorted(pending) or 'none'}."
                 )
             turn = Turn(
@@ -155,7 +157,8 @@ def _resumed_before(
         begun = None if items is None else turn_start(items, turn_id)
         if begun is not None:
             waiting = _waiting_call_ids(manager, run.chat_id)
-            run.approved, run.rejected = run.approved & waiting, run.rejected & waiting
+            run.approved = run.approved & waiting
+            run.rejected = {call_id: text for call_id, text in run.rejected.items() if call_id in waiting}
             thread = manager.get_thread(run.chat_id, USER_CALLER, name)
             return Turn(agent, wiring, thread, USER_CALLER, 0, run), begun
     return None
@@ -210,6 +213,9 @@ async def _entry_turn(
     finally:
         if turn.paused or not finished:  # calls wait for approval, or a failed append left one without its output
             manager.mark_unanswered(chat_id)
+            manager.paused_contexts[chat_id] = run.user_context  # what a resume without a context= goes on with
+        else:
+            manager.paused_contexts.pop(chat_id, None)
         if run.trace is not None:
             close_trace(run.trace)
         if manager.saves_turns:

@@ -25,6 +25,7 @@ from .._threads._thread_items import (
     call_marks,
     drop_lost_reasoning,
     interrupted_output,
+    steps_before_pause,
     turn_mark,
     turn_start,
     unanswered_calls,
@@ -79,7 +80,7 @@ def resume_turn(
     chat_id: str,
     context: Any,
     approve: frozenset[str],
-    reject: frozenset[str],
+    reject: Mapping[str, str | None],
     stream: ResponseStream,
     turn_id: str | None = None,
 ) -> TurnStart:
@@ -106,7 +107,7 @@ async def agent_turn(turn: Turn, message: str | None, additional_instructions: s
     `message=None` resumes the thread's unfinished turn: its calls without outputs run first.
     """
     agent, run, emit = turn.agent, turn.run, turn.emit
-    if emit is not None or agent.input_guardrails or agent.hooks is not None:
+    if emit is not None or agent.input_guardrails or (agent.hooks is not None and message is not None):
         await _announce(turn, message)
     if message is not None:
         stored = turn.thread.add(_arriving(turn, message))
@@ -114,8 +115,8 @@ async def agent_turn(turn: Turn, message: str | None, additional_instructions: s
             await stored
     setup = reused_setup(turn, additional_instructions) or await prepare(turn, additional_instructions)
     settings = agent.model_settings
-    step: NextStep = RUN_AGAIN if message is not None else await _resumed_step(turn, setup)
-    steps = 0
+    step, turn.steps = (RUN_AGAIN, 0) if message is not None else await _resumed_step(turn, setup)
+    resumed_at = turn.steps
     while True:
         match step:
             case FinalOutput():
@@ -133,18 +134,31 @@ async def agent_turn(turn: Turn, message: str | None, additional_instructions: s
                     settings = dataclasses.replace(settings, tool_choice=None)
             case _:
                 assert_never(step)
-        if steps == agent.max_steps:
-            raise MaxStepsExceeded(agent=agent.name, chat_id=run.chat_id, depth=turn.depth, max_steps=steps)
-        if steps and setup.sources is None:  # built per call, as `Runner` does: dynamic instructions, tools, MCP
-            setup = await prepare(turn, additional_instructions)
+        if turn.steps == agent.max_steps:
+            raise MaxStepsExceeded(agent=agent.name, chat_id=run.chat_id, depth=turn.depth, max_steps=turn.steps)
+        again = turn.steps > resumed_at
+        setup = await _before_model_call(turn, setup, additional_instructions, again, message is None)
         step = next_step(turn, setup, await call_model(turn, setup, settings, run.streaming))
-        steps += 1
+        turn.steps += 1
     if agent.output_guardrails or agent.hooks is not None:
         await _before_finishing(turn, step.output)
     turn.output = step.output
     if emit is not None:
         await emit(AgentFinished(agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
                                  output=step.output))
+
+
+async def _before_model_call(
+    turn: Turn, setup: Setup, additional_instructions: str | None, again: bool, resumed: bool
+) -> Setup:
+    """The Setup of the next model call, built again per call as `Runner` does (dynamic instructions, tools, MCP)
+    unless fixed. A resumed turn's on_start hook runs before its first model call: under `Runner` a resume starts
+    its agent again after the calls it resumes with."""
+    if again:
+        return setup if setup.sources is not None else await prepare(turn, additional_instructions)
+    if resumed and turn.agent.hooks is not None:
+        await turn.agent.hooks.on_start(turn.run.context(), turn.agent)
+    return setup
 
 
 def _arriving(turn: Turn, message: str) -> list[dict[str, Any]]:
@@ -179,7 +193,8 @@ async def _traced_agent_turn(turn: Turn, message: str | None, additional_instruc
 
 
 async def _announce(turn: Turn, message: str | None) -> None:
-    """`agent_started`, input guardrails and the on_start hook, before the message joins the thread."""
+    """`agent_started`, input guardrails and the on_start hook, before the message joins the thread. A resumed
+    turn's on_start comes later, as under `Runner`: after the calls it resumes with, before its next model call."""
     agent, emit = turn.agent, turn.emit
     if emit is not None:
         await emit(AgentStarted(
@@ -188,7 +203,7 @@ async def _announce(turn: Turn, message: str | None) -> None:
         ))
     if message is not None and agent.input_guardrails:
         await _check_input_guardrails(turn, message)
-    if agent.hooks is not None:
+    if agent.hooks is not None and message is not None:  # resumed: when its next model call starts (agent_turn)
         await agent.hooks.on_start(turn.run.context(), agent)
 
 
@@ -200,10 +215,11 @@ def _last_user_message(thread: ConversationThread) -> str:
     return ""
 
 
-async def _resumed_step(turn: Turn, setup: Setup) -> NextStep:
+async def _resumed_step(turn: Turn, setup: Setup) -> tuple[NextStep, int]:
     """Where a stored, unfinished turn goes on: its sends still open and its calls waiting for approval, else a new
-    model call. A function call cut short (a crash while it ran) is never run again: it gets the "interrupted"
-    output, so no tool runs twice for one call id."""
+    model call; and how many model calls it made before it paused (max_steps counts them, as `Runner`'s max_turns
+    does). A function call cut short (a crash while it ran) is never run again: it gets the "interrupted" output, so
+    no tool runs twice for one call id."""
     items = turn.thread.writable()
     drop_lost_reasoning(items)
     awaiting, started = call_marks(items) if turn.thread.has_marks else (set(), set())
@@ -222,7 +238,7 @@ async def _resumed_step(turn: Turn, setup: Setup) -> NextStep:
         if stored is not None:
             await stored
     await _report_last_calls(turn, items, outputs, answered=not awaiting)  # approved calls: reported as they run
-    return RunTools(calls) if calls else RUN_AGAIN
+    return (RunTools(calls) if calls else RUN_AGAIN), steps_before_pause(items)
 
 
 def _trailing_calls(items: list[dict[str, Any]], outputs: Mapping[str, Any]) -> list[dict[str, Any]]:

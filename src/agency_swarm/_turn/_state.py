@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,7 +45,7 @@ class Run:
         streaming: bool,
         user_context: Any,
         approved: frozenset[str] = frozenset(),
-        rejected: frozenset[str] = frozenset(),
+        rejected: Mapping[str, str | None] | None = None,
         inside: Inside = (),
         turn_id: str | None = None,
     ) -> None:
@@ -60,8 +60,10 @@ class Run:
         """((agent, model name), usage) of each model call: every total is summed from these when asked."""
         self.open_pairs: set[tuple[str, str]] = set()
         self._wrapper: AgentHookContext[Any] | None = None
-        self.approved, self.rejected = approved, rejected
-        """Call ids the user decided on in `resume`."""
+        self.approved = approved
+        """Call ids the user approved in `resume`."""
+        self.rejected: Mapping[str, str | None] = {} if rejected is None else rejected
+        """Call ids the user rejected in `resume`, each with the message the model reads (None: the default)."""
         self.interruptions: list[Interruption] = []
         self.trace: TurnTrace | None = None
         """None when tracing is off: then no span is made anywhere in the turn."""
@@ -111,6 +113,8 @@ class Turn:
     depth: int
     run: Run
     output: Any = None
+    steps: int = 0
+    """Model calls this agent's turn has made, those before a pause included: what max_steps counts."""
     paused: bool = False
     """The turn stopped to wait for tool approvals (its own or a nested agent's)."""
     parent_span: Any = None

@@ -44,6 +44,8 @@ RUN_AGAIN = RunAgain()  # it carries nothing, so one instance serves every turn
 class FunctionToolCall:
     call: ResponseFunctionToolCall
     tool: FunctionTool
+    resume: bool = False
+    """Resuming a stored turn: the call waited for approval before (only those are run on resume)."""
 
 
 @dataclass(slots=True)
@@ -78,7 +80,7 @@ def classify(setup: Setup, call: ResponseFunctionToolCall, *, resume: bool = Fal
     if call.name == SEND_MESSAGE and setup.can_send:
         return SendMessage(call, resume)
     tool = setup.function_tools.get(call.name)
-    return UnknownTool(call) if tool is None else FunctionToolCall(call, tool)
+    return UnknownTool(call) if tool is None else FunctionToolCall(call, tool, resume)
 
 
 def next_step(turn: Turn, setup: Setup, output: Sequence[Any]) -> NextStep:

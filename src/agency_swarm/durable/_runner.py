@@ -8,14 +8,14 @@ import hashlib
 import logging
 import socket
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Literal
 
 import asyncpg  # type: ignore[import-untyped]
 import psycopg
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID, WorkflowHandleAsync
 
-from .._agency._agency import Agency
+from .._agency._agency import Agency, rejections
 from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingToResume, RunError, TurnLockLost
 from .._threads._manager import check_chat_id
 from .._turn._results import RunResult
@@ -241,14 +241,22 @@ class DurableTurns:
         return await self._enqueue(request, key, "")
 
     async def resume(
-        self, *, chat_id: str, approve: Iterable[str] = (), reject: Iterable[str] = (), key: str | None = None
+        self,
+        *,
+        chat_id: str,
+        approve: Iterable[str] = (),
+        reject: Iterable[str] | Mapping[str, str | None] = (),
+        key: str | None = None,
     ) -> TurnHandle:
         """Queue a resume of the chat's unfinished turn (`Agency.resume`), durably: the same `key` is the same
-        resume. Decisions on calls that do not wait fail the resume (`TurnFailed`, kind bad_request)."""
+        resume. `reject` as in `Agency.resume`: call ids, or {call id: the message the model reads, or None}; the
+        messages are stored with the request. Decisions on calls that do not wait fail the resume (`TurnFailed`,
+        kind bad_request)."""
         chat_id = check_chat_id(chat_id)
-        decisions = {name: sorted(ids) for name, ids in (("approve", approve), ("reject", reject))}
-        if any(not isinstance(call_id, str) for ids in decisions.values() for call_id in ids):
+        approved = sorted(approve)
+        if any(not isinstance(call_id, str) for call_id in approved):
             raise ConfigError("approve and reject must hold call ids (str).")
+        decisions = {"approve": approved, "reject": dict(sorted(rejections(reject).items()))}
         return await self._enqueue({"chat_id": chat_id, "resume": decisions}, key, "r")
 
     async def _enqueue(self, request: dict[str, Any], key: str | None, kind: str) -> TurnHandle:

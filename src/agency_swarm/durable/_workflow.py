@@ -71,7 +71,8 @@ def _set(future: asyncio.Future[Any], value: Any) -> None:
 @DBOS.workflow(name="agency_swarm.turn")
 async def turn_workflow(request: dict[str, Any]) -> RunResult:
     """One top-level turn: `request` holds chat_id, turn_id (the workflow's id), and message and recipient_agent,
-    or for a resume, `resume` ({"approve": [...], "reject": [...]})."""
+    or for a resume, `resume` ({"approve": [...], "reject": {call id: message or None}}; a list of call ids in a
+    request stored by an earlier version)."""
     _tell(request["turn_id"], started=True)
     try:
         result = await turn_step(request)

@@ -50,7 +50,11 @@ class ResumeRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     approve: list[str] = Field(default_factory=list, description="Call ids to run.")
-    reject: list[str] = Field(default_factory=list, description="Call ids to refuse; the model reads the refusal.")
+    reject: list[str] | dict[str, str | None] = Field(
+        default_factory=list,
+        description='Call ids to refuse (the model reads "Tool execution was not approved."), or an object '
+        "{call id: the message the model reads instead, or null for that default}.",
+    )
 
 
 class UsageResponse(BaseModel):
