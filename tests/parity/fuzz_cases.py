@@ -340,7 +340,7 @@ def _agent_guardrails(case: Case, kit: Kit) -> dict[str, Any]:
 
         @output_guardrail(name="check_output")
         async def check_output(ctx: RunContextWrapper[Any], agent: Any, output: Any) -> GuardrailFunctionOutput:
-            kit.hook_calls.append(f"output guardrail saw {output!r}")
+            kit.hook_calls.append(f"output guardrail saw {_seen_output(output)}")
             return GuardrailFunctionOutput(output_info="output checked", tripwire_triggered=trips_out)
 
         options["output_guardrails"] = [check_output]
@@ -470,23 +470,11 @@ def known_open(case: Case, decisions: Sequence[HarnessDecision] = ()) -> tuple[s
     shows one is counted, not failed; every other difference fails. `decisions`: the scenario's, as decided."""
     found: list[str] = []
     spec = case.agent
-    policies = {tool.name for tool in spec.tools if tool.approval.startswith("policy")}
-    if any(item.tool in policies and item.shape in ("coercible", "not_object", "empty", "not_json", "wrong_type")
-           for item in _calls(case)):
-        found.append("approval_policy_arguments")
-    if any(tool.approval == "policy_raises" for tool in spec.tools):
-        found.append("needs_approval_exception_not_user_error")
     if spec.hooks and spec.input_guardrail == "pass_parallel":
         found.append("on_start_order_vs_parallel_input_guardrail")
     hosted = {item.kind for response in case.responses for item in response if isinstance(item, Hosted)}
     if "mcp_approval" in hosted:
         found.append("tool_choice_reset_after_mcp_approval")
-    if any(decision.rejections() for decision in decisions):
-        found.append("rejection_text")
-    if any(decision.context is not None for decision in decisions):
-        found.append("context_lost_on_resume")
-    if decisions and case.max_turns < len(case.responses) + 1:
-        found.append("max_steps_after_pause")
     if decisions and spec.hooks:
         found.append("on_start_before_resumed_tools")
     found += _found_by_fuzzer(case)
@@ -556,7 +544,8 @@ async def decided_scenario(case: Case, id: str = "fuzz") -> Scenario:
         if outcome.error is not None or not waiting:
             break
         decided.append(_harness_decision(decision, waiting))
-    return dataclasses.replace(scenario, decisions=tuple(decided))
+    resumed = ("resume_announces_calls",) if decided else ()
+    return dataclasses.replace(scenario, decisions=tuple(decided), differences=scenario.differences + resumed)
 
 
 def _harness_decision(decision: Decision, waiting: list[str]) -> HarnessDecision:
