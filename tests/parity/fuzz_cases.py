@@ -197,7 +197,8 @@ def _verdict(verdict: str, message: str) -> ToolGuardrailFunctionOutput:
 
 
 def can_end_turn(spec: ToolSpec) -> bool:
-    return (spec.raises and spec.failure == "none") or "raise" in (spec.input_guard, spec.output_guard)
+    """A call can end the turn: no failure_error_function (a raise or invalid arguments), or a guardrail raises."""
+    return spec.failure == "none" or "raise" in (spec.input_guard, spec.output_guard)
 
 
 def _function(spec: ToolSpec, kit: Kit, all_async: bool) -> Any:
@@ -475,8 +476,6 @@ def known_open(case: Case, decisions: Sequence[HarnessDecision] = ()) -> tuple[s
     hosted = {item.kind for response in case.responses for item in response if isinstance(item, Hosted)}
     if "mcp_approval" in hosted:
         found.append("tool_choice_reset_after_mcp_approval")
-    if decisions and spec.hooks:
-        found.append("on_start_before_resumed_tools")
     found += _found_by_fuzzer(case)
     return tuple(found)
 
@@ -530,6 +529,13 @@ def _usage_check(runner: Outcome, ours: Outcome) -> None:
     last = [getattr(ours.result.usage, name) for name in USAGE_FIELDS]
     summed = [sum(getattr(result.usage, name) for result in ours.results) for name in USAGE_FIELDS]
     assert theirs in (last, summed), f"usage {USAGE_FIELDS}: Runner {theirs}, ours {last} (summed over runs {summed})"
+
+
+def strict_usage_check(runner: Outcome, ours: Outcome) -> None:
+    """`_usage_check` without the open difference: ours' last result counts the whole run, as Runner's does."""
+    if runner.result is not None and ours.result is not None:
+        theirs = [getattr(runner.result.context_wrapper.usage, name) for name in USAGE_FIELDS]
+        assert theirs == [getattr(ours.result.usage, name) for name in USAGE_FIELDS], "usage differs"
 
 
 async def decided_scenario(case: Case, id: str = "fuzz") -> Scenario:
