@@ -8,7 +8,6 @@ import functools
 import inspect
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +42,7 @@ from pydantic import BaseModel
 
 import agency_swarm
 from parity.differences import SDK_TOOL_ERROR
+from parity.fuzz_labels import documented_differences
 from parity.generators import Call, Case, Decision, Hosted, Item, Refusal, Text, ToolSpec
 from parity.harness import Decision as HarnessDecision
 from parity.harness import (
@@ -62,9 +62,6 @@ from parity.harness import (
     run_runner,
     web_search,
 )
-
-INVALID_SHAPES = frozenset({"missing", "wrong_type", "not_json", "not_object", "empty", "extra"})
-"""Shapes that may fail validation (whether they do depends on the tool's parameters)."""
 
 
 class Stock(BaseModel):
@@ -194,11 +191,6 @@ def _verdict(verdict: str, message: str) -> ToolGuardrailFunctionOutput:
     if verdict == "raise":
         return ToolGuardrailFunctionOutput.raise_exception(output_info="raised")
     return ToolGuardrailFunctionOutput.allow(output_info="fine")
-
-
-def can_end_turn(spec: ToolSpec) -> bool:
-    """A call can end the turn: no failure_error_function (a raise or invalid arguments), or a guardrail raises."""
-    return spec.failure == "none" or "raise" in (spec.input_guard, spec.output_guard)
 
 
 def _function(spec: ToolSpec, kit: Kit, all_async: bool) -> Any:
@@ -350,7 +342,7 @@ def _agent_guardrails(case: Case, kit: Kit) -> dict[str, Any]:
 
 def build_agent(case: Case, kit: Kit) -> dict[str, Any]:
     spec = case.agent
-    all_async = any(can_end_turn(tool) for tool in spec.tools)
+    all_async = any(tool.can_end_turn for tool in spec.tools)
     tools = [tool for tool_spec in spec.tools for tool in build_tool(tool_spec, kit, all_async)]
     settings = ModelSettings(tool_choice=spec.tool_choice, temperature=spec.temperature,
                              parallel_tool_calls=spec.parallel_tool_calls)
@@ -372,15 +364,9 @@ def build_agent(case: Case, kit: Kit) -> dict[str, Any]:
 # -- the script --------------------------------------------------------------------------------------------------
 
 
-def _tool(case: Case, name: str, namespace: str | None = None) -> ToolSpec | None:
-    """The tool a call names (by namespace too when two share the name)."""
-    named = [tool for tool in case.agent.tools if tool.name == name]
-    return next((tool for tool in named if tool.namespace == namespace), named[0] if named else None)
-
-
 def _render(case: Case, item: Item, where: str) -> list[Any]:
     if isinstance(item, Call):
-        tool = _tool(case, item.tool, item.namespace)
+        tool = case.tool_for(item)
         params = "int" if tool is None else ("text_and_int" if tool.sub_agent else tool.params)
         arguments = render_arguments(params, item.shape, item.n)
         if tool is not None and tool.sub_agent and item.shape == "valid":
@@ -426,95 +412,6 @@ def build_script(case: Case) -> list[list[Any]]:
     return [*script, [msg(final_text(case), "msg_final")]]
 
 
-# -- differences that apply, derived from what was generated ----------------------------------------------------
-
-
-def _calls(case: Case) -> list[Call]:
-    return [item for response in case.responses for item in response if isinstance(item, Call)]
-
-
-def _is_unknown(case: Case, item: Call) -> bool:
-    tool = _tool(case, item.tool, item.namespace)
-    return tool is None or not tool.offered
-
-
-def documented_differences(case: Case) -> tuple[str, ...]:
-    """The reviewed differences (differences.py) this case can show, each because of something it contains."""
-    found: list[str] = []
-    spec = case.agent
-    known_calls = [(item, _tool(case, item.tool, item.namespace)) for item in _calls(case)
-                   if not _is_unknown(case, item)]
-    if any(item.shape in INVALID_SHAPES and tool is not None and tool.failure == "default"
-           for item, tool in known_calls):
-        found.append("invalid_arguments_text")
-    if any(tool is not None and tool.raises and tool.failure == "default" for _, tool in known_calls):
-        found.append("tool_error_text")
-    if any(_is_unknown(case, item) for item in _calls(case)):
-        found.append("unknown_tool_answered")  # Runner's default (unknown_tool_raises) ends the run: nothing to compare
-    if "trip" in (spec.input_guardrail, spec.output_guardrail):
-        found.append("guardrail_tripwire_message")
-    if any("raise" in (tool.input_guard, tool.output_guard) for tool in spec.tools):
-        found.append("tool_guardrail_tripwire_message")
-    if spec.input_guardrail is not None:
-        found.append("input_guardrail_sees_text")
-    if case.max_turns < len(case.responses) + 1:
-        found.append("max_turns")
-    if spec.output_type in ("model", "dataclass") and (
-        not case.final.valid or any(isinstance(item, Text) for response in case.responses for item in response)
-    ):
-        found.append("output_validation_error")
-    return tuple(found)
-
-
-def known_open(case: Case, decisions: Sequence[HarnessDecision] = ()) -> tuple[str, ...]:
-    """Open differences other branches are fixing (listed in docs/design/parity.md's fuzzer section): a case that
-    shows one is counted, not failed; every other difference fails. `decisions`: the scenario's, as decided."""
-    found: list[str] = []
-    spec = case.agent
-    if spec.hooks and spec.input_guardrail == "pass_parallel":
-        found.append("on_start_order_vs_parallel_input_guardrail")
-    hosted = {item.kind for response in case.responses for item in response if isinstance(item, Hosted)}
-    if "mcp_approval" in hosted:
-        found.append("tool_choice_reset_after_mcp_approval")
-    found += _found_by_fuzzer(case)
-    return tuple(found)
-
-
-def _found_by_fuzzer(case: Case) -> list[str]:
-    """Open differences the fuzzer found outside the list above (reported, each with its shrunk case in
-    test_fuzz_regressions.py)."""
-    found: list[str] = []
-    spec = case.agent
-    if spec.hooks and spec.output_guardrail is not None:
-        found.append("on_end_before_output_guardrails")
-    if any(tool.sub_agent for tool in spec.tools):
-        found.append("as_tool_usage_not_counted")
-    namespaced = {tool.name for tool in spec.tools if tool.namespace is not None}
-    if any(item.tool in namespaced and item.namespace is None for item in _calls(case)):
-        found.append("namespaced_tool_called_without_namespace")
-    if any(_hosted_after_call(response) for response in case.responses):
-        found.append("hosted_item_event_before_tool_called")
-    if any(_unknown_and_known(case, response) for response in case.responses):
-        found.append("unknown_tool_output_order")
-    parallel = [response for response in case.responses if sum(isinstance(item, Call) for item in response) > 1]
-    if spec.hooks and parallel:
-        found.append("tool_hooks_of_parallel_calls_not_interleaved")
-    if parallel and any(can_end_turn(tool) for tool in spec.tools):
-        found.append("sibling_output_not_streamed_when_a_call_ends_the_turn")
-    return found
-
-
-def _unknown_and_known(case: Case, response: tuple[Item, ...]) -> bool:
-    """A response that calls a missing tool and one the agent has: Runner answers the missing one last."""
-    unknown = [_is_unknown(case, item) for item in response if isinstance(item, Call)]
-    return any(unknown) and not all(unknown)
-
-
-def _hosted_after_call(response: tuple[Item, ...]) -> bool:
-    kinds = [type(item) for item in response]
-    return Call in kinds and Hosted in kinds[kinds.index(Call):]
-
-
 USAGE_FIELDS = ("requests", "input_tokens", "output_tokens", "total_tokens")
 
 
@@ -522,7 +419,7 @@ def _usage_check(runner: Outcome, ours: Outcome) -> None:
     """Usage over the whole run, resumes included: requests and tokens (cache_write_tokens and
     request_usage_entries are open). Runner's last result counts every run of a paused-and-resumed turn; ours
     counts each run in its own result (open: `usage_not_cumulative_after_resume`), so their sum is accepted too,
-    and `known_open` labels every resumed case."""
+    and the OPEN case in test_fuzz_regressions.py compares strictly."""
     if runner.result is None or ours.result is None:
         return
     theirs = [getattr(runner.result.context_wrapper.usage, name) for name in USAGE_FIELDS]

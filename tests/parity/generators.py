@@ -47,6 +47,12 @@ class ToolSpec:
     def offered(self) -> bool:
         return self.enabled in ("true", "callable_true", "async_true")
 
+    @property
+    def can_end_turn(self) -> bool:
+        """A call can end the turn: no failure_error_function (a raise or invalid arguments), or a guardrail
+        raises."""
+        return self.failure == "none" or "raise" in (self.input_guard, self.output_guard)
+
 
 @dataclass(frozen=True)
 class Call:
@@ -118,6 +124,19 @@ class Case:
     final: Final = Final()
     max_turns: int = 10
     decisions: tuple[Decision, ...] = ()
+
+    def calls(self) -> list[Call]:
+        return [item for response in self.responses for item in response if isinstance(item, Call)]
+
+    def tool_for(self, call: Call) -> ToolSpec | None:
+        """The tool a call names (by namespace too, when two share the name)."""
+        named = [tool for tool in self.agent.tools if tool.name == call.tool]
+        return next((tool for tool in named if tool.namespace == call.namespace), named[0] if named else None)
+
+    def is_unknown(self, call: Call) -> bool:
+        """The agent has no such tool, or does not offer it (is_enabled false)."""
+        tool = self.tool_for(call)
+        return tool is None or not tool.offered
 
 
 # -- strategies -----------------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from parity.fuzz_cases import decided_scenario, known_open
+from parity.fuzz_cases import decided_scenario
+from parity.fuzz_labels import known_open
 from parity.generators import Case, cases
 from parity.harness import Scenario, compare, run_ours, run_runner, shortcuts_module
 
@@ -36,7 +37,7 @@ class Summary:
     errors: Counter[str] = field(default_factory=Counter)
     differences_used: Counter[str] = field(default_factory=Counter)
     known_open_seen: Counter[str] = field(default_factory=Counter)
-    """Cases that differed, by the known open difference(s) they carry (not failed, see fuzz_cases.known_open)."""
+    """Cases that differed, by the known open difference(s) they carry (not failed, see fuzz_labels.known_open)."""
 
     def lines(self) -> list[str]:
         return [
