@@ -50,6 +50,8 @@ def known_open(case: Case, decisions: Sequence[Decision] = ()) -> tuple[str, ...
     hosted = {item.kind for response in case.responses for item in response if isinstance(item, Hosted)}
     if "mcp_approval" in hosted:
         found.append("tool_choice_reset_after_mcp_approval")
+    if decisions and spec.output_guardrail == "trip" and spec.tool_use_behavior != "run_llm_again":
+        found.append("resumed_stream_tool_output_before_tripped_guardrail")
     found += _found_by_fuzzer(case)
     return tuple(found)
 

@@ -82,6 +82,11 @@ OPEN: dict[str, Case] = {
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", approval="always"),)), responses=((Call(tool="tool_0"),),),
         decisions=(Decision(),),
     ),
+    "resumed_stream_tool_output_before_tripped_guardrail": Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="always"),),
+                        tool_use_behavior="stop_on_first_tool", output_guardrail="trip"),
+        responses=((Call(tool="tool_0"),),), decisions=(Decision(),),
+    ),
     "tool_hooks_of_parallel_calls_not_interleaved": Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0"),), hooks=True),
         responses=((Call(tool="tool_0"), Call(tool="tool_0")),),
