@@ -47,6 +47,9 @@ def known_open(case: Case, decisions: Sequence[Decision] = ()) -> tuple[str, ...
     spec = case.agent
     if spec.hooks and spec.input_guardrail == "pass_parallel":
         found.append("on_start_order_vs_parallel_input_guardrail")
+    names = [tool.name for tool in spec.tools]
+    if len(names) != len(set(names)):
+        found.append("namespaced_same_name")
     hosted = {item.kind for response in case.responses for item in response if isinstance(item, Hosted)}
     if "mcp_approval" in hosted:
         found.append("tool_choice_reset_after_mcp_approval")

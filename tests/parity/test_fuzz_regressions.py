@@ -71,6 +71,11 @@ OPEN: dict[str, Case] = {
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", sub_agent=True),)),
         responses=((Call(tool="tool_0"),),),
     ),
+    "namespaced_same_name": Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", namespace="files", raises=True),
+                               ToolSpec(name="tool_0", params="none", namespace="notes"))),
+        responses=((Call(tool="tool_0", namespace="files"),),),
+    ),
     "namespaced_tool_called_without_namespace": Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", namespace="files"),)), responses=((Call(tool="tool_0"),),),
     ),
