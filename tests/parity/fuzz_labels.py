@@ -76,8 +76,9 @@ def _found_by_fuzzer(case: Case) -> list[str]:
     if any(_unknown_and_known(case, response) for response in case.responses):
         found.append("unknown_tool_output_order")
     parallel = [response for response in case.responses if sum(isinstance(item, Call) for item in response) > 1]
-    if spec.hooks and parallel:
-        found.append("tool_hooks_of_parallel_calls_not_interleaved")
+    guarded = any(tool.input_guard or tool.output_guard for tool in spec.tools)
+    if parallel and (spec.hooks or guarded):  # what the hooks and the fuzz's tool guardrails log, in order
+        found.append("parallel_calls_not_interleaved")
     if parallel and any(tool.can_end_turn for tool in spec.tools):
         found.append("sibling_output_not_streamed_when_a_call_ends_the_turn")
     return found

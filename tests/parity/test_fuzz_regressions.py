@@ -92,7 +92,7 @@ OPEN: dict[str, Case] = {
                         tool_use_behavior="stop_on_first_tool", output_guardrail="trip"),
         responses=((Call(tool="tool_0"),),), decisions=(Decision(),),
     ),
-    "tool_hooks_of_parallel_calls_not_interleaved": Case(
+    "parallel_calls_not_interleaved": Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0"),), hooks=True),
         responses=((Call(tool="tool_0"), Call(tool="tool_0")),),
     ),
