@@ -71,6 +71,10 @@ OPEN: dict[str, Case] = {
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", sub_agent=True),)),
         responses=((Call(tool="tool_0"),),),
     ),
+    "calls_not_announced_before_approval_policy_error": Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="policy_raises"),)),
+        responses=((Call(tool="tool_0"), Call(tool="tool_0")),),
+    ),
     "namespaced_same_name": Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", namespace="files", raises=True),
                                ToolSpec(name="tool_0", params="none", namespace="notes"))),
