@@ -112,8 +112,17 @@ async def test_fuzz_regression(scenario: Scenario, stream: bool, shortcuts: bool
     await run_and_compare(scenario, stream)
 
 
+STREAMED_ONLY = {
+    "hosted_item_event_before_tool_called", "sibling_output_not_streamed_when_a_call_ends_the_turn",
+    "calls_not_announced_before_approval_policy_error", "resumed_stream_tool_output_before_tripped_guardrail",
+}
+"""Open differences in stream events only: their blocking runs are equal."""
+
+
 @pytest.mark.xfail(reason="open on another branch (see docs/design/parity.md, the fuzzer)", strict=False)
 @pytest.mark.parametrize("name", sorted(OPEN))
 async def test_fuzz_open_difference(name: str, stream: bool) -> None:
+    if name in STREAMED_ONLY and not stream:
+        pytest.skip("a difference in stream events only")
     scenario = await decided_scenario(OPEN[name], f"fuzz_open_{name}")
     await run_and_compare(dataclasses.replace(scenario, check=strict_usage_check), stream)
