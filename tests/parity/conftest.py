@@ -28,3 +28,19 @@ def shortcuts(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
         return
     monkeypatch.setattr(sdk, "SHORTCUTS", request.param)
     yield bool(request.param)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--long", action="store_true", default=False,
+        help="parity fuzzer: run 10,000 generated cases (PARITY_FUZZ_CASES=N sets any number) with a random seed",
+    )
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fuzzer's summary (cases, time, differences found), when it ran."""
+    from parity import test_fuzz
+
+    if test_fuzz.SUMMARY.cases:
+        for line in test_fuzz.SUMMARY.lines():
+            terminalreporter.write_line(line)

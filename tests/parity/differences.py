@@ -14,6 +14,7 @@ OUR_EVENT_MAP) and MAX_TURNS' argument mapping (Scenario.max_turns is Runner's `
 
 from __future__ import annotations
 
+import ast
 import copy
 import dataclasses
 import re
@@ -78,6 +79,40 @@ def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | 
                         item["output"] = rewritten[output] = new
     if isinstance(outcome.final_output, str) and outcome.final_output in rewritten:
         outcome.final_output = rewritten[outcome.final_output]  # a tool's output that ended the turn
+    outcome.hook_calls = [_rewrite_on_end(line, rewritten) for line in outcome.hook_calls]
+
+
+def _rewrite_on_end(line: str, rewritten: dict[str, str]) -> str:
+    """An `on_end('text')` hook line (harness.RecordingHooks) for a tool's output that ended the turn gets the
+    final output's placeholder."""
+    for old, new in rewritten.items():
+        if line == f"on_end({old!r})":
+            return f"on_end({new!r})"
+    return line
+
+
+_TOOL_END = re.compile(r"on_tool_end\(([\w.]+), (.*)\)", re.S)
+
+
+def _rewrite_tool_end(outcome: Outcome, documented: Callable[[str, str], bool]) -> None:
+    """`on_tool_end(tool, 'text')` hook lines (harness.RecordingHooks) whose text is `documented(tool, text)`
+    get one placeholder: a hook line has no call id, and Runner gives a tool that raised and arguments that
+    failed the same text (the items, compared call by call, keep them apart)."""
+    lines = []
+    for line in outcome.hook_calls:
+        match = _TOOL_END.fullmatch(line)
+        text = _literal(match.group(2)) if match else None
+        if match and isinstance(text, str) and documented(match.group(1), text):
+            line = f"on_tool_end({match.group(1)}, <documented error text>)"
+        lines.append(line)
+    outcome.hook_calls = lines
+
+
+def _literal(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return None
 
 
 def _replace_error(outcome: Outcome, kind: str, message: str) -> None:
@@ -98,38 +133,43 @@ class _Placeholder(Exception):
 SDK_TOOL_ERROR = "An error occurred while running the tool. Please try again."
 
 
-def _tool_error_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
-    def runner_side(tool: str, call_id: str, text: str) -> str | None:
-        return f"<tool error: {tool}>" if text == SDK_TOOL_ERROR else None
+def _rewrite_sdk_error_pairs(runner: Outcome, ours: Outcome, ours_pattern: str, label: str) -> None:
+    """Runner's generic tool-error text and our text matching `ours_pattern` (`{tool}`: the tool's quoted name,
+    `'namespace.name'` for a namespaced call) become `<label: tool>`, call by call: Runner's text is rewritten only
+    for the calls whose output on our side matched, so two kinds of errors that Runner words alike (a tool that
+    raised, arguments that failed) stay apart."""
+    matched: set[str] = set()
 
     def our_side(tool: str, call_id: str, text: str) -> str | None:
-        shown = re.fullmatch(rf"Error: tool {re.escape(repr(tool))} failed: [A-Za-z_][\w.]*: .*", text, re.S)
-        return f"<tool error: {tool}>" if shown else None
+        quoted = rf"'(?:\w+\.)?{re.escape(tool)}'"
+        if not re.fullmatch(ours_pattern.replace("{tool}", quoted), text, re.S):
+            return None
+        matched.add(call_id)
+        return f"<{label}: {tool}>"
 
-    _rewrite_outputs(runner, runner_side)
+    def runner_side(tool: str, call_id: str, text: str) -> str | None:
+        return f"<{label}: {tool}>" if text == SDK_TOOL_ERROR and call_id in matched else None
+
     _rewrite_outputs(ours, our_side)
+    _rewrite_outputs(runner, runner_side)
+    _rewrite_tool_end(ours, lambda tool, text: our_side(tool, "", text) is not None)
+    _rewrite_tool_end(runner, lambda tool, text: text == SDK_TOOL_ERROR)
+
+
+def _tool_error_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    _rewrite_sdk_error_pairs(runner, ours, r"Error: tool {tool} failed: [A-Za-z_][\w.]*: .*", "tool error")
 
 
 def _invalid_arguments_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
-    def runner_side(tool: str, call_id: str, text: str) -> str | None:
-        return f"<invalid arguments: {tool}>" if text == SDK_TOOL_ERROR else None
-
-    def our_side(tool: str, call_id: str, text: str) -> str | None:
-        pattern = (
-            rf"Error: invalid arguments for tool {re.escape(repr(tool))}: .+\. "
-            r"Call it again with arguments that match its parameters\."
-        )
-        return f"<invalid arguments: {tool}>" if re.fullmatch(pattern, text, re.S) else None
-
-    _rewrite_outputs(runner, runner_side)
-    _rewrite_outputs(ours, our_side)
+    pattern = r"Error: invalid arguments for tool {tool}: .+\. Call it again with arguments that match its parameters\."
+    _rewrite_sdk_error_pairs(runner, ours, pattern, "invalid arguments")
 
 
 def _unknown_tool_answered(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     """Compared against Runner run with RunConfig(tool_not_found_behavior="return_error_to_model")."""
 
-    def runner_side(tool: str, call_id: str, text: str) -> str | None:
-        return f"<no tool {tool}>" if text == f"Tool '{tool}' not found." else None
+    def runner_side(tool: str, call_id: str, text: str) -> str | None:  # a namespaced call: 'namespace.tool'
+        return f"<no tool {tool}>" if re.fullmatch(rf"Tool '(\w+\.)?{re.escape(tool)}' not found\.", text) else None
 
     def our_side(tool: str, call_id: str, text: str) -> str | None:
         listed = re.fullmatch(rf"Error: there is no tool named {re.escape(repr(tool))}\. Available tools: .+\.", text)

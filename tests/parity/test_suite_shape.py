@@ -6,6 +6,7 @@ from parity import (
     test_agent_options,
     test_approvals,
     test_function_tools,
+    test_fuzz_regressions,
     test_nested_pauses,
     test_output_items,
     test_tool_choice,
@@ -26,6 +27,7 @@ ALL: list[Scenario] = [
     *test_usage.SCENARIOS,
     *test_approvals.SCENARIOS,
     *test_nested_pauses.SCENARIOS,
+    *test_fuzz_regressions.SCENARIOS,
 ]
 
 BUILT_IN = {"event_names", "per_pair_threads", "blocked_tool_response_kept"}

@@ -211,12 +211,13 @@ class ConversationThread:
 @dataclass(frozen=True, slots=True)
 class PausedTurn:
     """What a paused (or cut short) top-level turn leaves in memory for a resume in the same process, as `Runner`'s
-    `RunState` keeps them: the caller's context, and the usage records and responses of the model calls made so
-    far."""
+    `RunState` keeps them: the caller's context, the usage records and responses of the model calls made so far,
+    and the guardrail results so far."""
 
     context: Any
     usage_records: list[Any]
     responses: list[Any]
+    guardrails: Any
 
 class ThreadManager:
     """One ConversationThread per (chat_id, sender, recipient), loaded once from the store and saved item by item."""

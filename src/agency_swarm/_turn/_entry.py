@@ -130,6 +130,7 @@ def resume_turn(
             run = Run(chat_id, stream.streaming, kept, approve, reject, inside, turn_id)
             if paused is not None:
                 run.usage_records, run.responses = list(paused.usage_records), list(paused.responses)
+                run._guardrail_log = None if paused.guardrails is None else paused.guardrails.copy()
             again = None if turn_id is None else _resumed_before(entries, manager, run, turn_id)
             if again is not None:
                 return await _turn_again(manager, again[0], again[1], stream, agent_turn)
@@ -228,7 +229,9 @@ async def _entry_turn(
     finally:
         if turn.paused or not finished:  # calls wait for approval, or a failed append left one without its output
             manager.mark_unanswered(chat_id)
-            manager.paused_turns[chat_id] = PausedTurn(run.user_context, run.usage_records, run.responses)
+            manager.paused_turns[chat_id] = PausedTurn(
+                run.user_context, run.usage_records, run.responses, run._guardrail_log,
+            )
         else:
             manager.paused_turns.pop(chat_id, None)
         if run.trace is not None:

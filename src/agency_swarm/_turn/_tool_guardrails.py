@@ -35,6 +35,13 @@ class GuardrailLog:
         self.agent_inputs: list[AgentInputGuardrailResult] = []
         self.agent_outputs: list[OutputGuardrailResult] = []
 
+    def copy(self) -> GuardrailLog:
+        """A log that goes on from this one (a resumed turn's) without changing what this one's result shows."""
+        copied = GuardrailLog()
+        copied.inputs, copied.outputs = list(self.inputs), list(self.outputs)
+        copied.agent_inputs, copied.agent_outputs = list(self.agent_inputs), list(self.agent_outputs)
+        return copied
+
 
 @dataclass
 class AgentInputGuardrailResult(InputGuardrailResult):
