@@ -3,22 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 
 from agency_swarm import Agency, Agent, MemoryThreadStore, SQLiteThreadStore, StoreError, ThreadManager, TurnLockLost
 from agency_swarm._threads._pg_turn_locks import TurnLocks, turn_lock_key
 from agency_swarm._threads._sql_store import SQLThreadStore
 from agency_swarm._threads._store import TurnLockingStore
+from agency_swarm.serving import create_app
 from agency_swarm.testing import ScriptedModel
 from postgres_support import require_postgres
-from serving_app import build_agency, ceo_answer
-from serving_support import assert_complete_turns, chat_prefix, delete_chats, user_messages_in_order
+from serving_app import build_agency, ceo_answer, developer_script
+from serving_support import (
+    Blocking,
+    assert_complete_turns,
+    blocking_agency,
+    chat_prefix,
+    delete_chats,
+    live,
+    user_messages_in_order,
+)
 
 BOUND = 60  # seconds: a safety net for the awaits below, never a pause
 
@@ -311,3 +322,44 @@ async def test_delete_waits_for_a_turn_running_elsewhere(
 
 def assert_regex(pattern: str, text: str) -> None:
     assert re.fullmatch(pattern, text), text
+
+
+# -- over HTTP: a lost lock ends a streamed turn with an `error` event ---------------------------------------------
+
+
+def sse_data(lines: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: ")]
+
+
+async def test_a_streamed_turn_whose_lock_session_dies_ends_with_an_error_event(
+    postgres: str, probe: asyncpg.Connection, prefix: str
+) -> None:
+    """The lock is taken by the task running the turn, not the response's: the session's end stops the turn, whose
+    failure is the stream's last event, and the body ends cleanly (before, the response was cut off mid-chunk)."""
+    developer = Blocking(developer_script)
+    app = create_app(blocking_agency(developer), store=SQLThreadStore(postgres))
+    chat_id = f"{prefix}stream-lost"
+    async with live(app) as url, httpx.AsyncClient(base_url=url, timeout=BOUND) as client:
+        async with client.stream("POST", f"/chats/{chat_id}/messages:stream", json={"message": "hi"}) as response:
+            assert response.status_code == 200
+            lines = response.aiter_lines()
+            seen = []
+            async with asyncio.timeout(BOUND):
+                async for line in lines:  # up to the delegation: the Developer's model now waits
+                    seen.append(line)
+                    if line == "event: message_sent":
+                        break
+                await developer.reached.wait()
+            (pid,) = await holders(probe, chat_id)
+            assert await probe.fetchval("SELECT pg_terminate_backend($1)", pid)  # the worker's lock session dies
+            async with asyncio.timeout(BOUND):
+                rest = [line async for line in lines]  # read to the end: an unfinished chunked body raises here
+        events = sse_data(seen + rest)
+        assert developer.cancelled.is_set()  # the turn was stopped where it stood
+        assert events[-1]["type"] == "error", events[-1]
+        assert events[-1]["error"]["type"] == "store_unavailable"
+        assert "lost the chat's turn lock" in events[-1]["error"]["message"]
+        assert all(event["type"] != "done" for event in events)
+        again = await client.post(f"/chats/{chat_id}/messages", json={"message": "again"})  # a new lock session
+        assert again.status_code == 200, again.text
+    await app.state.agency.aclose()
