@@ -221,6 +221,45 @@ def blocking_agency(developer: Blocking) -> Callable[[ThreadStore], Agency]:
     return build
 
 
+class StalledClient:
+    """Calls the app as a server would, for one streamed POST, with a `send` that blocks on the body until
+    `reading` is set (a reader that stops reading); what it was sent is kept."""
+
+    def __init__(self, app: Any, chat_id: str, message: str) -> None:
+        self.app, self.chat_id = app, chat_id
+        self.body = json.dumps({"message": message}).encode()
+        self.reading = asyncio.Event()
+        self.received = bytearray()
+        self.status: int | None = None
+
+    async def run(self) -> None:
+        scope = {
+            "type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
+            "method": "POST", "scheme": "http", "path": f"/chats/{self.chat_id}/messages:stream", "raw_path": b"",
+            "query_string": b"", "root_path": "", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(self.body)).encode())],
+        }
+        await self.app(scope, self.receive, self.send)
+
+    async def receive(self) -> dict[str, Any]:
+        if self.body:
+            body, self.body = self.body, b""
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # the client never leaves
+        raise AssertionError("unreachable")
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            return
+        await self.reading.wait()
+        self.received += message.get("body", b"")
+
+    def events(self) -> list[dict[str, Any]]:
+        text = self.received.decode()
+        return [json.loads(line.removeprefix("data: ")) for line in text.splitlines() if line.startswith("data: ")]
+
+
 # -- the gate: where a worker's model waits until the test lets it go -------------------------------------------
 
 

@@ -17,12 +17,13 @@ from agency_swarm import Agency, Agent, MemoryThreadStore, SQLiteThreadStore, St
 from agency_swarm._threads._pg_turn_locks import TurnLocks, turn_lock_key
 from agency_swarm._threads._sql_store import SQLThreadStore
 from agency_swarm._threads._store import TurnLockingStore
-from agency_swarm.serving import create_app
+from agency_swarm.serving import _sse, create_app
 from agency_swarm.testing import ScriptedModel
 from postgres_support import require_postgres
-from serving_app import build_agency, ceo_answer, developer_script
+from serving_app import build_agency, build_long_agency, ceo_answer, developer_script
 from serving_support import (
     Blocking,
+    StalledClient,
     assert_complete_turns,
     blocking_agency,
     chat_prefix,
@@ -362,4 +363,41 @@ async def test_a_streamed_turn_whose_lock_session_dies_ends_with_an_error_event(
         assert all(event["type"] != "done" for event in events)
         again = await client.post(f"/chats/{chat_id}/messages", json={"message": "again"})  # a new lock session
         assert again.status_code == 200, again.text
+    await app.state.agency.aclose()
+
+
+async def test_a_lock_lost_while_the_turn_waits_for_its_reader_still_stops_the_turn(
+    postgres: str, probe: asyncpg.Connection, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store cancels the task running the turn; when that task is waiting for a slow reader rather than inside
+    the turn, the cancellation is handed on to the turn: it stops with TurnLockLost, the stream's last event."""
+    waiting, ended = asyncio.Event(), asyncio.Event()
+    room, session_ended = _sse.Outbox.room, TurnLocks._session_ended
+
+    async def observed_room(self: _sse.Outbox, size: int) -> None:
+        waiting.set()
+        await room(self, size)
+
+    def observed_end(self: TurnLocks, session: Any) -> None:
+        session_ended(self, session)
+        ended.set()
+
+    monkeypatch.setattr(_sse.Outbox, "room", observed_room)
+    monkeypatch.setattr(TurnLocks, "_session_ended", observed_end)
+    app = create_app(build_long_agency, store=SQLThreadStore(postgres), stream_write_timeout=BOUND)
+    chat_id = f"{prefix}stalled-lost"
+    client = StalledClient(app, chat_id, "long 1024 40")
+    running = asyncio.create_task(client.run())
+    async with asyncio.timeout(BOUND):
+        await waiting.wait()  # the reader takes nothing: the turn waits for room in its buffer
+        (pid,) = await holders(probe, chat_id)
+        assert await probe.fetchval("SELECT pg_terminate_backend($1)", pid)
+        await ended.wait()  # the store has cancelled the task that holds the lock: the pump, waiting
+        client.reading.set()  # the reader reads again, to the end
+        await running
+        await app.state.streams.wait()
+    events = client.events()
+    assert events[-1]["type"] == "error", events[-1]
+    assert "lost the chat's turn lock" in events[-1]["error"]["message"]
+    assert all(event["type"] != "done" for event in events)
     await app.state.agency.aclose()

@@ -284,6 +284,13 @@ def serve_command(
     ] = None,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Larger requests get 413.")] = 1024 * 1024,
     access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log every request.")] = True,
+    stream_write_timeout: Annotated[
+        float,
+        typer.Option(
+            "--stream-write-timeout", help="Seconds an event stream's client may take nothing before it is dropped "
+            "(the turn goes on).",
+        ),
+    ] = 30.0,
     models: ModelsOption = None,
     toolkits: ToolkitsOption = None,
     durable: DurableOption = False,
@@ -294,6 +301,7 @@ def serve_command(
     settings = ServeSettings(
         config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
         max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable,
+        stream_write_timeout=stream_write_timeout,
     )
     try:
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)

@@ -63,7 +63,7 @@ def create_app(
         raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
-    streams = StreamTurns(_seconds("stream_write_timeout", stream_write_timeout))
+    streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
     thread_store = open_store(store) if isinstance(store, str) else store
     agency = _built_agency(agency_factory, thread_store)
     turns = _durable_turns(agency, store, durable)
@@ -81,6 +81,7 @@ def create_app(
 
         add_durable_routes(app, agency, turns, protected=auth_token is not None)
     app.state.durable = turns
+    app.state.streams = streams
     app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes)
     return app
 
@@ -99,7 +100,8 @@ def _built_agency(agency_factory: AgencyFactory, thread_store: ThreadStore) -> A
     return agency
 
 
-def _seconds(name: str, value: object) -> float:
+def seconds(name: str, value: object) -> float:
+    """`value` as a number of seconds > 0 (finite), else ConfigError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
         raise ConfigError(f"{name} must be a number of seconds > 0, got {value!r}.")
     return float(value)

@@ -31,6 +31,9 @@ SSE_BUFFER_BYTES = 256 * 1024
 turn waits for the reader, at most the write timeout; docs/design/serving.md says why this number."""
 SSE_WRITE_TIMEOUT_SECONDS = 30.0
 """A reader that takes nothing for this long is dropped: its stream ends, the turn goes on without it."""
+SEND_PIECE_BYTES = 64 * 1024
+"""A larger event goes to the server in pieces: uvicorn buffers what the socket does not take (stopping at 64 KiB,
+but only after the whole write), so a stalled reader then holds one piece there rather than one whole event."""
 KEEP_ALIVE = b": keep-alive\n\n"
 LOCK_LOST = (
     "This worker lost the chat's turn lock (its session with the store ended), so the turn was stopped where it "
@@ -262,8 +265,10 @@ class EventStreamResponse(StreamingResponse):
             with anyio.fail_after(self._write_timeout):
                 await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
             while (chunk := await outbox.take()) is not None:
-                with anyio.fail_after(self._write_timeout):
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                for start in range(0, len(chunk), SEND_PIECE_BYTES):  # the server's write buffer holds one piece
+                    with anyio.fail_after(self._write_timeout):
+                        piece = chunk[start:start + SEND_PIECE_BYTES]
+                        await send({"type": "http.response.body", "body": piece, "more_body": True})
             if outbox.dropped:
                 return
             with anyio.fail_after(self._write_timeout):
