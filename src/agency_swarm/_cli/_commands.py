@@ -147,6 +147,13 @@ DurableOption = Annotated[
         "worker's turns; Idempotency-Key, background turns, resumable streams (needs the [durable] extra).",
     ),
 ]
+StreamWriteTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--stream-write-timeout",
+        help="Seconds an event stream's client may take nothing before it is dropped (the turn goes on).",
+    ),
+]
 ModelsOption = Annotated[
     str | None,
     typer.Option(
@@ -284,13 +291,7 @@ def serve_command(
     ] = None,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Larger requests get 413.")] = 1024 * 1024,
     access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log every request.")] = True,
-    stream_write_timeout: Annotated[
-        float,
-        typer.Option(
-            "--stream-write-timeout", help="Seconds an event stream's client may take nothing before it is dropped "
-            "(the turn goes on).",
-        ),
-    ] = 30.0,
+    stream_write_timeout: StreamWriteTimeoutOption = 30.0,
     models: ModelsOption = None,
     toolkits: ToolkitsOption = None,
     durable: DurableOption = False,
