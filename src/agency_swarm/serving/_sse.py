@@ -174,6 +174,7 @@ class EventPump:
                 self._running = False
             await self._put(_sse_chunk("done", {"type": "done", "result": self._result()}))
         except Exception as exc:
+            self._running = False
             if not self.opened.done():  # before the first event: the route answers with the failure's status
                 self.opened.set_exception(exc)
                 return
