@@ -83,3 +83,19 @@ def build_agency(store: ThreadStore) -> Agency:
 def config_models() -> dict[str, ScriptedModel]:
     """The same models for an agency file's CEO and Developer: `--models serving_app:config_models`."""
     return {"CEO": ScriptedModel(ceo_script, name="ceo"), "Developer": GatedModel(developer_script, name="dev")}
+
+
+def long_text(message: str) -> str:
+    """For `long KB WORD`: about KB kilobytes made of WORD-character words (each streamed as one delta)."""
+    _, size, word = message.split()
+    words = int(size) * 1024 // (int(word) + 1)
+    return " ".join(f"{number:0{int(word)}d}" for number in range(words))
+
+
+def long_answer(call: ModelCall) -> Step:
+    return long_text(call.last_user_message)
+
+
+def build_long_agency(store: ThreadStore) -> Agency:
+    """One agent that answers `long KB WORD` with a long text: what a reader that stops reading must not hold."""
+    return Agency(Agent(name="CEO", model=ScriptedModel(long_answer, name="long")), thread_store=store)

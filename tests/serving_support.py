@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import uuid
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +23,12 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
+import uvicorn
 
+from agency_swarm import Agency, Agent, ThreadStore
+from agency_swarm.testing import ScriptedModel
 from postgres_support import POSTGRES_URL
-from serving_app import GATE_ENV, ceo_answer
+from serving_app import GATE_ENV, ceo_answer, ceo_script
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO = TESTS_DIR.parent
@@ -31,6 +36,7 @@ RUN = uuid.uuid4().hex[:10]
 """Every chat id of this test run starts with a prefix holding it: parallel runs share the table, not chats."""
 STARTUP_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
+BOUND = 60  # seconds: a safety net for awaits on events, never a pause
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------------------------
@@ -164,6 +170,94 @@ def start_serve(arguments: list[str], *, workers: int = 1, env: dict[str, str] |
         server.stop()
         raise
     return server
+
+
+# -- uvicorn in the test's own event loop, and a model that waits there --------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def live(app: Any) -> AsyncIterator[str]:
+    """uvicorn serving `app` on 127.0.0.1 in this event loop; the socket listens before it starts, so no wait."""
+    sock = socket.create_server(("127.0.0.1", 0))
+    config = uvicorn.Config(app, lifespan="off", log_level="warning", timeout_graceful_shutdown=BOUND)
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+
+
+class Blocking(ScriptedModel):
+    """Its first streamed call waits for `release`; it records whether it was cancelled while waiting."""
+
+    def __init__(self, script: Any) -> None:
+        super().__init__(script)
+        self.reached, self.release, self.cancelled = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        self.blocked = False
+
+    async def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.blocked:
+            self.blocked = True
+            self.reached.set()
+            try:
+                await self.release.wait()
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+        async for event in super().stream_response(*args, **kwargs):
+            yield event
+
+
+def blocking_agency(developer: Blocking) -> Callable[[ThreadStore], Agency]:
+    """CEO delegating to a Developer whose model is `developer` (serving_app's scripts)."""
+
+    def build(store: ThreadStore) -> Agency:
+        ceo = Agent(name="CEO", description="Talks to the user.", model=ScriptedModel(ceo_script))
+        return Agency([ceo, [ceo, Agent(name="Developer", model=developer)]], thread_store=store)
+
+    return build
+
+
+class StalledClient:
+    """Calls the app as a server would, for one streamed POST, with a `send` that blocks on the body until
+    `reading` is set (a reader that stops reading); what it was sent is kept."""
+
+    def __init__(self, app: Any, chat_id: str, message: str) -> None:
+        self.app, self.chat_id = app, chat_id
+        self.body = json.dumps({"message": message}).encode()
+        self.reading = asyncio.Event()
+        self.received = bytearray()
+        self.status: int | None = None
+
+    async def run(self) -> None:
+        scope = {
+            "type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
+            "method": "POST", "scheme": "http", "path": f"/chats/{self.chat_id}/messages:stream", "raw_path": b"",
+            "query_string": b"", "root_path": "", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(self.body)).encode())],
+        }
+        await self.app(scope, self.receive, self.send)
+
+    async def receive(self) -> dict[str, Any]:
+        if self.body:
+            body, self.body = self.body, b""
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.Event().wait()  # the client never leaves
+        raise AssertionError("unreachable")
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            return
+        await self.reading.wait()
+        self.received += message.get("body", b"")
+
+    def events(self) -> list[dict[str, Any]]:
+        text = self.received.decode()
+        return [json.loads(line.removeprefix("data: ")) for line in text.splitlines() if line.startswith("data: ")]
 
 
 # -- the gate: where a worker's model waits until the test lets it go -------------------------------------------

@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
 import pytest
 
 from agency_swarm import Agency, Agent, MemoryThreadStore, SQLiteThreadStore, StoreError, ThreadManager, TurnLockLost
 from agency_swarm._threads._pg_turn_locks import TurnLocks, turn_lock_key
 from agency_swarm._threads._sql_store import SQLThreadStore
 from agency_swarm._threads._store import TurnLockingStore
+from agency_swarm.serving import _sse, create_app
 from agency_swarm.testing import ScriptedModel
 from postgres_support import require_postgres
-from serving_app import build_agency, ceo_answer
-from serving_support import assert_complete_turns, chat_prefix, delete_chats, user_messages_in_order
+from serving_app import build_agency, build_long_agency, ceo_answer, developer_script
+from serving_support import (
+    Blocking,
+    StalledClient,
+    assert_complete_turns,
+    blocking_agency,
+    chat_prefix,
+    delete_chats,
+    live,
+    user_messages_in_order,
+)
 
 BOUND = 60  # seconds: a safety net for the awaits below, never a pause
 
@@ -311,3 +323,81 @@ async def test_delete_waits_for_a_turn_running_elsewhere(
 
 def assert_regex(pattern: str, text: str) -> None:
     assert re.fullmatch(pattern, text), text
+
+
+# -- over HTTP: a lost lock ends a streamed turn with an `error` event ---------------------------------------------
+
+
+def sse_data(lines: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: ")]
+
+
+async def test_a_streamed_turn_whose_lock_session_dies_ends_with_an_error_event(
+    postgres: str, probe: asyncpg.Connection, prefix: str
+) -> None:
+    """The lock is taken by the task running the turn, not the response's: the session's end stops the turn, whose
+    failure is the stream's last event, and the body ends cleanly (before, the response was cut off mid-chunk)."""
+    developer = Blocking(developer_script)
+    app = create_app(blocking_agency(developer), store=SQLThreadStore(postgres))
+    chat_id = f"{prefix}stream-lost"
+    async with live(app) as url, httpx.AsyncClient(base_url=url, timeout=BOUND) as client:
+        async with client.stream("POST", f"/chats/{chat_id}/messages:stream", json={"message": "hi"}) as response:
+            assert response.status_code == 200
+            lines = response.aiter_lines()
+            seen = []
+            async with asyncio.timeout(BOUND):
+                async for line in lines:  # up to the delegation: the Developer's model now waits
+                    seen.append(line)
+                    if line == "event: message_sent":
+                        break
+                await developer.reached.wait()
+            (pid,) = await holders(probe, chat_id)
+            assert await probe.fetchval("SELECT pg_terminate_backend($1)", pid)  # the worker's lock session dies
+            async with asyncio.timeout(BOUND):
+                rest = [line async for line in lines]  # read to the end: an unfinished chunked body raises here
+        events = sse_data(seen + rest)
+        assert developer.cancelled.is_set()  # the turn was stopped where it stood
+        assert events[-1]["type"] == "error", events[-1]
+        assert events[-1]["error"]["type"] == "store_unavailable"
+        assert "lost the chat's turn lock" in events[-1]["error"]["message"]
+        assert all(event["type"] != "done" for event in events)
+        again = await client.post(f"/chats/{chat_id}/messages", json={"message": "again"})  # a new lock session
+        assert again.status_code == 200, again.text
+    await app.state.agency.aclose()
+
+
+async def test_a_lock_lost_while_the_turn_waits_for_its_reader_still_stops_the_turn(
+    postgres: str, probe: asyncpg.Connection, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store cancels the task running the turn; when that task is waiting for a slow reader rather than inside
+    the turn, the cancellation is handed on to the turn: it stops with TurnLockLost, the stream's last event."""
+    waiting, ended = asyncio.Event(), asyncio.Event()
+    room, session_ended = _sse.Outbox.room, TurnLocks._session_ended
+
+    async def observed_room(self: _sse.Outbox, size: int) -> None:
+        waiting.set()
+        await room(self, size)
+
+    def observed_end(self: TurnLocks, session: Any) -> None:
+        session_ended(self, session)
+        ended.set()
+
+    monkeypatch.setattr(_sse.Outbox, "room", observed_room)
+    monkeypatch.setattr(TurnLocks, "_session_ended", observed_end)
+    app = create_app(build_long_agency, store=SQLThreadStore(postgres), stream_write_timeout=BOUND)
+    chat_id = f"{prefix}stalled-lost"
+    client = StalledClient(app, chat_id, "long 1024 40")
+    running = asyncio.create_task(client.run())
+    async with asyncio.timeout(BOUND):
+        await waiting.wait()  # the reader takes nothing: the turn waits for room in its buffer
+        (pid,) = await holders(probe, chat_id)
+        assert await probe.fetchval("SELECT pg_terminate_backend($1)", pid)
+        await ended.wait()  # the store has cancelled the task that holds the lock: the pump, waiting
+        client.reading.set()  # the reader reads again, to the end
+        await running
+        await app.state.streams.wait()
+    events = client.events()
+    assert events[-1]["type"] == "error", events[-1]
+    assert "lost the chat's turn lock" in events[-1]["error"]["message"]
+    assert all(event["type"] != "done" for event in events)
+    await app.state.agency.aclose()

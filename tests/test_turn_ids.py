@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from agents import function_tool
 
-from agency_swarm import Agency, Agent, ConfigError, SQLThreadStore
+from agency_swarm import Agency, Agent, ConfigError, FileThreadStore, MemoryThreadStore, SQLThreadStore
 from agency_swarm.testing import Fail, ModelCall, ScriptedModel, Step, ToolCall
 
 side_effects: list[str] = []
@@ -70,9 +70,47 @@ async def test_another_turn_id_or_none_starts_a_new_turn() -> None:
     await agency.get_response("one", chat_id="c", turn_id="t-1")
     await agency.get_response("two", chat_id="c", turn_id="t-2")
     await agency.get_response("three", chat_id="c")
+    assert user_messages(await agency.get_threads("c")) == ["one", "two", "three"]
+
+
+@pytest.mark.parametrize("store", ["memory", "file", "sqlite"])
+async def test_an_id_retried_after_other_turns_is_still_its_one_turn(store: str, tmp_path: Any) -> None:
+    """One turn per id and chat, whatever came between: the id is looked up among all of the thread's marks."""
+    side_effects.clear()
+    model = flaky([])
+    agency = Agency(Agent(name="A", model=model, tools=[record]), thread_store=store_for(store, tmp_path))
+    first = await agency.get_response("one", chat_id="c", turn_id="t-1")
+    await agency.get_response("two", chat_id="c", turn_id="t-2")
+    await agency.get_response("three", chat_id="c")
+    calls = len(model.calls)
     again = await agency.get_response("one", chat_id="c", turn_id="t-1")  # no longer the last turn with an id
-    assert again.final_output == "done: one"
-    assert user_messages(await agency.get_threads("c")) == ["one", "two", "three", "one"]
+    stream = agency.get_response_stream("two", chat_id="c", turn_id="t-2")
+    streamed = [event.type async for event in stream]
+    assert (again.final_output, again.new_items) == (first.final_output, first.new_items)
+    assert stream.result.final_output == "done: two"
+    assert streamed == ["tool_called", "tool_output", "agent_finished"]
+    assert len(model.calls) == calls  # nothing ran again
+    assert side_effects == ["one", "two", "three"]
+    assert user_messages(await agency.get_threads("c")) == ["one", "two", "three"]
+    await agency.aclose()
+
+
+def store_for(kind: str, tmp_path: Any) -> Any:
+    if kind == "file":
+        return FileThreadStore(tmp_path / "chats")
+    if kind == "sqlite":
+        return SQLThreadStore(f"sqlite:///{tmp_path / 'chats.db'}")
+    return MemoryThreadStore()
+
+
+async def test_an_id_names_one_turn_of_the_chat_whichever_entry_point_it_went_to() -> None:
+    a = Agent(name="A", model=ScriptedModel(lambda call: f"A: {call.last_user_message}"))
+    b = Agent(name="B", model=ScriptedModel(lambda call: f"B: {call.last_user_message}"))
+    agency = Agency([a, b])
+    await agency.get_response("hello", recipient_agent="A", chat_id="c", turn_id="t-1")
+    with pytest.raises(ConfigError, match="already names a turn of chat 'c' addressed to 'A'"):
+        await agency.get_response("hello", recipient_agent="B", chat_id="c", turn_id="t-1")
+    assert not (await agency.get_threads("c")).get("user->B")
 
 
 async def test_another_process_on_the_store_returns_the_stored_result(tmp_path: Any) -> None:

@@ -154,6 +154,13 @@ DurableQueueOption = Annotated[
         "the agency's chart. A queue another agency's workers use is refused at start.", show_default=False,
     ),
 ]
+StreamWriteTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--stream-write-timeout",
+        help="Seconds an event stream's client may take nothing before it is dropped (the turn goes on).",
+    ),
+]
 ModelsOption = Annotated[
     str | None,
     typer.Option(
@@ -291,6 +298,7 @@ def serve_command(
     ] = None,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Larger requests get 413.")] = 1024 * 1024,
     access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log every request.")] = True,
+    stream_write_timeout: StreamWriteTimeoutOption = 30.0,
     models: ModelsOption = None,
     toolkits: ToolkitsOption = None,
     durable: DurableOption = False,
@@ -302,6 +310,7 @@ def serve_command(
     settings = ServeSettings(
         config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
         max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable, durable_queue=durable_queue,
+        stream_write_timeout=stream_write_timeout,
     )
     try:
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)

@@ -58,13 +58,23 @@ def turn_mark(turn_id: str) -> Item:
 
 
 def turn_start(items: list[Item], turn_id: str) -> int | None:
-    """Where the turn `turn_id` begins in a thread (its mark's index), if it is the thread's last turn with an id.
-    Reads back only to the last mark: turns with ids are the thread's latest ones when they are run again."""
+    """Where the turn `turn_id` begins in a thread (its mark's index), wherever it stands: other turns, with ids or
+    without, may have come after it (a client retrying an old request). A thread holds one mark per id, as a turn
+    whose id it holds is never started again; read from the end, so the usual retry (of the latest turn) is quick."""
     for index in range(len(items) - 1, -1, -1):
         item = items[index]
-        if item.get("type") == TURN_STARTED:
-            return index if item.get("turn_id") == turn_id else None
+        if item.get("type") == TURN_STARTED and item.get("turn_id") == turn_id:
+            return index
     return None
+
+
+def turn_end(items: list[Item], begun: int) -> int:
+    """Where the turn whose mark is at `begun` ends: at the next turn's mark or message, else the thread's end."""
+    for index in range(begun + 2, len(items)):  # begun + 1: the turn's own message
+        item = items[index]
+        if item.get("type") == TURN_STARTED or (item.get("role") == "user" and "type" not in item):
+            return index
+    return len(items)
 
 
 def call_mark(kind: str, call_id: str, steps: int | None = None) -> Item:

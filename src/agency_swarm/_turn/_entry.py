@@ -13,7 +13,7 @@ from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantT
 from .._base._events import AgentFinished, ToolCalled, ToolOutput
 from .._base._sync import INSIDE, Inside
 from .._threads._manager import ConversationThread, PausedTurn, ThreadManager, clean_up
-from .._threads._thread_items import is_finished, message_text, turn_mark, turn_start, without_call_marks
+from .._threads._thread_items import is_finished, message_text, turn_end, turn_mark, turn_start, without_call_marks
 from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
 from ._model_call import model_responses
@@ -50,12 +50,28 @@ async def top_level_turn(
             chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id, message=message
         )
         turn = Turn(agent, wiring, thread, caller, 0, run)
-        begun = None if turn_id is None else turn_start(thread.items, turn_id)
+        begun = None if turn_id is None else _started_before(manager, thread, turn_id)
         if begun is not None:
             return await _turn_again(manager, turn, begun, stream, agent_turn)
         if manager.has_unanswered_calls(chat_id):
             await _settle_unanswered(manager, agent, wiring, chat_id)
         return await _entry_turn(manager, turn, message, additional_instructions, stream, agent_turn)
+
+
+def _started_before(manager: ThreadManager, thread: ConversationThread, turn_id: str) -> int | None:
+    """Where the turn `turn_id` began in `thread`, if it did. ConfigError if it began in the chat's thread with
+    another entry point: one turn per id and chat, whoever it was addressed to."""
+    begun = turn_start(thread.items, turn_id)
+    if begun is not None:
+        return begun
+    own = f"{thread.sender}->{thread.recipient}"
+    for key, items in manager.get_threads(thread.chat_id, include_marks=True).items():
+        if key != own and key.startswith(f"{USER_CALLER}->") and turn_start(items, turn_id) is not None:
+            raise ConfigError(
+                f"turn_id {turn_id!r} already names a turn of chat {thread.chat_id!r} addressed to "
+                f"{key.removeprefix(USER_CALLER + '->')!r}; a turn id stands for one turn of a chat."
+            )
+    return None
 
 
 async def _turn_again(
@@ -65,7 +81,7 @@ async def _turn_again(
     Finished, its result is built again from what it stored (usage is not stored: none); unfinished, it goes on
     from its last stored item, as `resume` would."""
     items = turn.thread.items
-    end = next((n for n in range(begun + 2, len(items)) if _is_message_in(items[n])), len(items))
+    end = turn_end(items, begun)
     if end == len(items) and not is_finished(items):
         return await _entry_turn(manager, turn, None, None, stream, agent_turn)
     last = items[end - 1]
@@ -99,9 +115,6 @@ async def _report_again(turn: Turn, items: list[dict[str, Any]], final_output: A
                                    output=output if isinstance(output, str) else json.dumps(output)))
     await to_reader(AgentFinished(agent=agent, caller=caller, depth=0, chat_id=chat_id, output=final_output))
 
-
-def _is_message_in(item: dict[str, Any]) -> bool:
-    return item.get("role") == "user" and "type" not in item
 
 
 

@@ -18,6 +18,7 @@ from ._bodies import error_response
 from ._guard import RequestGuard
 from ._health import StoreHealth
 from ._routes import add_routes
+from ._sse import SSE_WRITE_TIMEOUT_SECONDS, StreamTurns
 
 AgencyFactory = Callable[[ThreadStore], Agency]
 """Builds one worker process's agency on the store it is given: `factory(store) -> Agency(..., thread_store=store)`.
@@ -42,6 +43,7 @@ def create_app(
     auth_token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     durable: bool | Mapping[str, Any] = False,
+    stream_write_timeout: float = SSE_WRITE_TIMEOUT_SECONDS,
 ) -> FastAPI:
     """A FastAPI app serving the agency `agency_factory(store)` builds (once, now).
 
@@ -53,28 +55,33 @@ def create_app(
     `durable` (True, or the keyword arguments of `agency_swarm.durable.DurableTurns`): every turn runs as a DBOS
     workflow that any worker finishes, submitted once per Idempotency-Key, background turns and resumable event
     streams too (docs/design/durable.md). Needs PostgreSQL: the store's URL, or `database_url` in the mapping.
+
+    `stream_write_timeout` (seconds): an event stream's reader that takes nothing for this long is dropped (its
+    stream ends; the turn goes on, its result stays readable at GET /chats/{id}/threads).
     """
     if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
         raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
+    streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
     thread_store = open_store(store) if isinstance(store, str) else store
     agency = _built_agency(agency_factory, thread_store)
     turns = _durable_turns(agency, store, durable)
     app = FastAPI(
         title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
-        lifespan=_lifespan(agency, turns),
+        lifespan=_lifespan(agency, turns, streams),
     )
     app.state.agency = agency
     app.state.store = thread_store
     app.state.health = StoreHealth(thread_store)
     _add_error_handlers(app)
-    add_routes(app, agency, app.state.health, protected=auth_token is not None, durable=turns is not None)
+    add_routes(app, agency, app.state.health, streams, protected=auth_token is not None, durable=turns is not None)
     if turns is not None:
         from ._durable import add_durable_routes
 
         add_durable_routes(app, agency, turns, protected=auth_token is not None)
     app.state.durable = turns
+    app.state.streams = streams
     app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes)
     return app
 
@@ -93,8 +100,18 @@ def _built_agency(agency_factory: AgencyFactory, thread_store: ThreadStore) -> A
     return agency
 
 
-def _lifespan(agency: Agency, turns: Any) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
-    """Durable turns start with the app (a failure to launch stops the worker) and stop before the store closes."""
+def seconds(name: str, value: object) -> float:
+    """`value` as a number of seconds > 0 (finite), else ConfigError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise ConfigError(f"{name} must be a number of seconds > 0, got {value!r}.")
+    return float(value)
+
+
+def _lifespan(
+    agency: Agency, turns: Any, streams: StreamTurns
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """Durable turns start with the app (a failure to launch stops the worker) and stop before the store closes;
+    streamed turns whose readers left finish before it closes too."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -105,6 +122,7 @@ def _lifespan(agency: Agency, turns: Any) -> Callable[[FastAPI], contextlib.Abst
         finally:
             if turns is not None:
                 await turns.aclose()
+            await streams.wait()
             await agency.aclose()
 
     return lifespan

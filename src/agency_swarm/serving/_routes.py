@@ -25,7 +25,7 @@ from ._bodies import (
 )
 from ._health import StoreHealth
 from ._openapi import route_docs
-from ._sse import event_stream
+from ._sse import StreamTurns, event_stream
 from ._text import model_response
 
 ChatId = Annotated[
@@ -95,7 +95,9 @@ def key_turn_id(key: str | None) -> str | None:
 
 
 
-def add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: bool, durable: bool = False) -> None:
+def add_routes(
+    app: FastAPI, agency: Agency, health: StoreHealth, streams: StreamTurns, *, protected: bool, durable: bool = False
+) -> None:
     """Every route but durable mode's own (`_durable.add_durable_routes` adds those, and the message routes)."""
     health_errors: dict[int | str, dict[str, Any]] = {
         503: {
@@ -118,12 +120,12 @@ def add_routes(app: FastAPI, agency: Agency, health: StoreHealth, *, protected: 
     app.head("/healthz", include_in_schema=False)(healthz)  # balancers that probe with HEAD
 
     if not durable:
-        _add_message_routes(app, agency, protected=protected)
-        _add_resume_routes(app, agency, protected=protected)
+        _add_message_routes(app, agency, streams, protected=protected)
+        _add_resume_routes(app, agency, streams, protected=protected)
     _add_chat_routes(app, agency, health.store, protected=protected)
 
 
-def _add_message_routes(app: FastAPI, agency: Agency, *, protected: bool) -> None:
+def _add_message_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, protected: bool) -> None:
     turn = (400, 401, 409, 413, 415, 422, 500, 503)
 
     @app.post(
@@ -148,18 +150,19 @@ def _add_message_routes(app: FastAPI, agency: Agency, *, protected: bool) -> Non
     async def stream_message(
         chat_id: ChatId, request: MessageRequest, raw: RawEvents = False, idempotency_key: IdempotencyKey = None
     ) -> Response:
-        """Run one turn, streaming every event of every agent as it happens; leaving cancels the turn."""
+        """Run one turn, streaming every event of every agent as it happens; the turn runs to its end whether the
+        client reads, lags or leaves (a client that takes nothing for the write timeout is dropped)."""
         try:
             recipient = _entry_point(agency, request.recipient_agent)
             stream = agency.get_response_stream(
                 request.message, recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key)
             )
-            return await event_stream(stream, chat_id, raw=raw)
+            return await event_stream(stream, chat_id, streams, raw=raw)
         except Exception as exc:
             return failure_response(exc, chat_id)
 
 
-def _add_resume_routes(app: FastAPI, agency: Agency, *, protected: bool) -> None:
+def _add_resume_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, protected: bool) -> None:
     turn = (400, 401, 409, 413, 415, 422, 500, 503)
 
     @app.post(
@@ -186,7 +189,7 @@ def _add_resume_routes(app: FastAPI, agency: Agency, *, protected: bool) -> None
         decisions = request or ResumeRequest()
         try:
             stream = agency.resume_stream(chat_id, approve=decisions.approve, reject=decisions.reject)
-            return await event_stream(stream, chat_id, raw=raw)
+            return await event_stream(stream, chat_id, streams, raw=raw)
         except Exception as exc:
             return failure_response(exc, chat_id)
 

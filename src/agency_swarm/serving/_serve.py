@@ -17,7 +17,8 @@ from .._base._errors import ConfigError
 from .._base._redact import secret_free_logger
 from .._threads._sql_store import POSTGRES_SCHEMES, SQLITE_SCHEMES, redact_url
 from .._threads._store import MemoryThreadStore, ThreadStore
-from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app
+from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, seconds
+from ._sse import SSE_WRITE_TIMEOUT_SECONDS
 
 logger = secret_free_logger("agency_swarm.serving")
 
@@ -30,9 +31,10 @@ ENV_MODELS = "AGENCY_SWARM_SERVE_MODELS"
 ENV_TOOLKITS = "AGENCY_SWARM_SERVE_TOOLKITS"
 ENV_DURABLE = "AGENCY_SWARM_SERVE_DURABLE"
 ENV_DURABLE_QUEUE = "AGENCY_SWARM_SERVE_DURABLE_QUEUE"
+ENV_STREAM_WRITE_TIMEOUT = "AGENCY_SWARM_SERVE_STREAM_WRITE_TIMEOUT"
 _ENV_NAMES = (
     ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE,
-    ENV_DURABLE_QUEUE,
+    ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT,
 )
 _FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
@@ -60,6 +62,8 @@ class ServeSettings:
     """Turns as DBOS workflows on PostgreSQL (`create_app(durable=True)`); each worker takes a free slot id."""
     durable_queue: str | None = None
     """With `durable`: the agency's queue (None: the queue named after the agency's chart)."""
+    stream_write_timeout: float = SSE_WRITE_TIMEOUT_SECONDS
+    """Seconds an event stream's reader may take nothing before it is dropped (`create_app(stream_write_timeout=)`)."""
 
     def check(self) -> None:
         if (self.config is None) == (self.factory is None):
@@ -85,6 +89,7 @@ class ServeSettings:
             )
         if isinstance(self.max_body_bytes, bool) or not isinstance(self.max_body_bytes, int) or self.max_body_bytes < 1:
             raise ConfigError(f"max_body_bytes must be an int >= 1, got {self.max_body_bytes!r}.")
+        seconds("--stream-write-timeout", self.stream_write_timeout)
         if self.durable_queue is not None and not self.durable:
             raise ConfigError("--durable-queue names the queue of durable mode: add --durable.")
 
@@ -96,6 +101,7 @@ class ServeSettings:
 
     def to_env(self) -> dict[str, str]:
         env = {ENV_STORE: self.store or "", ENV_MAX_BODY_BYTES: str(self.max_body_bytes)}  # "": the file's store
+        env[ENV_STREAM_WRITE_TIMEOUT] = repr(float(self.stream_write_timeout))
         if self.durable:
             env[ENV_DURABLE] = "1"
         if self.durable_queue is not None:
@@ -121,6 +127,7 @@ class ServeSettings:
             auth_token_env=env.get(ENV_AUTH_TOKEN_ENV), max_body_bytes=int(size), models=env.get(ENV_MODELS),
             toolkits=env.get(ENV_TOOLKITS), durable=env.get(ENV_DURABLE) == "1",
             durable_queue=env.get(ENV_DURABLE_QUEUE),
+            stream_write_timeout=_float_env(env, ENV_STREAM_WRITE_TIMEOUT, SSE_WRITE_TIMEOUT_SECONDS),
         )
 
     def agency_factory(self) -> AgencyFactory:
@@ -165,6 +172,16 @@ class ServeSettings:
         return ("memory", None) if url == "memory" else ("sql", url)
 
 
+def _float_env(env: dict[str, str], name: str, default: float) -> float:
+    value = env.get(name)
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {value!r}.") from None
+
+
 def _import_factory(path: str) -> AgencyFactory:
     module_name, _, attribute = path.partition(":")
     try:
@@ -188,6 +205,7 @@ def app_from_env() -> FastAPI:
     app = create_app(
         settings.agency_factory(), store=settings.thread_store(), auth_token=settings.auth_token(),
         max_body_bytes=settings.max_body_bytes, durable=settings.durable_options(),
+        stream_write_timeout=settings.stream_write_timeout,
     )
     # Everything built so far (modules, openai's thousand pydantic schemas, the agency) lives as long as the
     # process: out of the collector's sight, a full collection takes a few ms instead of ~150 ms (see
