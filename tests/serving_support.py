@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import json
 import os
 import queue
@@ -170,6 +171,37 @@ def start_serve(arguments: list[str], *, workers: int = 1, env: dict[str, str] |
         server.stop()
         raise
     return server
+
+
+def peak_rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
+
+
+def stalled_reader(
+    url: str, path: str, timeout: float, *, message: str | None = None
+) -> tuple[socket.socket, http.client.HTTPResponse]:
+    """POST `message` to the streaming route `path` (GET it without one), read the response's head (it began: a
+    plain turn holds its chat by then), then read no more. A small receive buffer, so that the client's kernel takes
+    little of what the server sends. The response, once begun, reads what the server sent (`read()`)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    reader = socket.socket()
+    reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    reader.settimeout(timeout)
+    reader.connect((host, int(port)))
+    body = b"" if message is None else json.dumps({"message": message}).encode()
+    method = "GET" if message is None else "POST"
+    head = (
+        f"{method} {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    )
+    reader.sendall(head.encode() + body)
+    response = http.client.HTTPResponse(reader)
+    response.begin()
+    assert response.status == 200, response.status
+    return reader, response
 
 
 # -- uvicorn in the test's own event loop, and a model that waits there --------------------------------------------

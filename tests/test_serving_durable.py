@@ -3,9 +3,11 @@ and event streams a client picks up again with Last-Event-ID; and Idempotency-Ke
 
 from __future__ import annotations
 
+import http.client
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -14,7 +16,33 @@ import pytest
 
 from durable_app import make_side_effects_table
 from postgres_support import require_postgres
-from serving_support import Server, _in_own_loop, start_serve
+from serving_app import long_text
+from serving_support import Server, _in_own_loop, peak_rss_kib, stalled_reader, start_serve
+
+WRITE_TIMEOUT_S = 0.5  # the long-answer server's --stream-write-timeout (30 s by default)
+BOUND_S = 60.0  # a safety net for reads and waits, never a pause
+STALLED_READERS = 12
+LONG = "long 2048 40"
+"""A 2 MiB answer: ~9 MB of durable events (text deltas merged per batch, the answer's message and the agent's end,
+then `done` with the result), of which the kernel buffers between the server and a reader that reads nothing take
+~3 MB."""
+PEAK_RSS_GROWTH_BOUND_KIB = 50 * 1024
+"""What the stalled readers of the finished turn's events may add to the worker's peak memory (~23 MiB measured
+here): one reader's reading at a time (the stored events, the result), and its buffer (256 KiB) and one 64 KiB
+piece in uvicorn's until it is dropped. Before, each stalled reader held every event the kernel did not take for as
+long as its socket stayed open (~6 MiB each: 89 MiB for these 12) and was never dropped."""
+
+
+@pytest.fixture(scope="module")
+def long_durable_server() -> Iterator[Server]:
+    """One durable worker answering `long KB WORD` (serving_app), its readers dropped after WRITE_TIMEOUT_S."""
+    url = require_postgres()
+    server = start_serve([
+        "--factory", "serving_app:build_long_agency", "--store", url, "--durable",
+        "--stream-write-timeout", str(WRITE_TIMEOUT_S),
+    ])
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +197,62 @@ def test_idempotency_key_without_durable_mode_runs_one_turn(tmp_path: Any) -> No
         assert background.status_code == 422  # only durable mode has background turns
     finally:
         server.stop()
+
+
+def dropped(server: Server, chat_id: str) -> None:
+    """Returns once the server logged (again) that a reader of the chat's stream took nothing and was dropped."""
+    while True:
+        line = server.lines.get(timeout=BOUND_S)  # queue.Empty: a reader never dropped
+        assert line is not None, "the server stopped"
+        if f"Chat {chat_id!r}: a stream's reader took nothing for {WRITE_TIMEOUT_S:g} s and was dropped" in line:
+            return
+
+
+def cut_events(body: bytes) -> list[dict[str, Any]]:
+    """The whole SSE blocks of a body cut short."""
+    text = body.decode(errors="ignore")
+    return list(sse(iter(text[:text.rfind("\n\n") + 1].split("\n"))))
+
+
+def picked_up_after_cut(server: Server, chat_id: str, response: http.client.HTTPResponse) -> None:
+    """What a dropped reader was sent ends unfinished; it picks the turn up with Last-Event-ID, to its `done`."""
+    with pytest.raises(http.client.IncompleteRead) as cut:  # the server closes it once its buffer is read
+        response.read()
+    got = cut_events(cut.value.partial)
+    assert got
+    assert all(block["event"] != "done" for block in got)
+    turn = f"{server.url}/chats/{chat_id}/turns/{response.headers['turn-id']}"
+    last = {"Last-Event-ID": got[-1]["id"]}
+    with httpx.stream("GET", f"{turn}/events", headers=last, timeout=BOUND_S) as rest:
+        picked_up = list(sse(rest.iter_lines()))
+    ids = [int(block["id"]) for block in got + picked_up if "id" in block]
+    assert ids == list(range(len(ids)))  # every event once, in order
+    assert picked_up[-1]["event"] == "done"
+    assert picked_up[-1]["data"]["result"]["final_output"] == long_text(LONG)
+    ended = httpx.get(turn, timeout=BOUND_S).json()
+    assert (ended["status"], ended["result"]["final_output"]) == ("done", long_text(LONG))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads peak memory from /proc")
+def test_durable_streams_readers_that_stop_reading_are_dropped_holding_little(long_durable_server: Server) -> None:
+    server = long_durable_server
+    (pid,) = server.worker_pids
+    chat_id = chat()
+    stalled = [stalled_reader(server.url, f"/chats/{chat_id}/messages:stream", BOUND_S, message=LONG)]
+    events = f"/chats/{chat_id}/turns/{stalled[0][1].headers['turn-id']}/events"
+    try:
+        # the chat's turns run in order: this returns once the stalled reader's turn has ended
+        later = httpx.post(f"{server.url}/chats/{chat_id}/messages", json={"message": "long 1 5"}, timeout=BOUND_S)
+        assert later.status_code == 200
+        dropped(server, chat_id)
+        before = peak_rss_kib(pid)
+        for _ in range(STALLED_READERS):  # each reads the whole turn's events, stored, as fast as the server can
+            stalled.append(stalled_reader(server.url, events, BOUND_S))
+            dropped(server, chat_id)
+        growth = peak_rss_kib(pid) - before
+        assert growth < PEAK_RSS_GROWTH_BOUND_KIB, f"peak RSS grew by {growth // 1024} MiB"
+        for _, response in stalled:
+            picked_up_after_cut(server, chat_id, response)
+    finally:
+        for reader, _ in stalled:
+            reader.close()

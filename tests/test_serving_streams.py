@@ -4,8 +4,6 @@ hold a bounded number of bytes meanwhile, and hold neither the chat nor the turn
 from __future__ import annotations
 
 import asyncio
-import json
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ import pytest
 from agency_swarm import MemoryThreadStore
 from agency_swarm.serving import _sse, create_app
 from serving_app import build_long_agency, long_text
-from serving_support import Server, StalledClient, start_serve
+from serving_support import Server, StalledClient, peak_rss_kib, stalled_reader, start_serve
 
 WRITE_TIMEOUT_S = 0.5  # the server's --stream-write-timeout here (30 s by default)
 ANSWER_BOUND_S = 30.0
@@ -43,31 +41,6 @@ def server() -> Iterator[Server]:
     started.stop()
 
 
-def peak_rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise AssertionError(f"no VmHWM in /proc/{pid}/status")
-
-
-def stalled_reader(url: str, chat_id: str, message: str) -> socket.socket:
-    """POST a streamed turn, read one byte of the response (it began: the turn holds the chat), then read no more.
-    A small receive buffer, so that the client's kernel takes little of what the server sends."""
-    host, port = url.removeprefix("http://").rsplit(":", 1)
-    reader = socket.socket()
-    reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    reader.settimeout(ANSWER_BOUND_S)
-    reader.connect((host, int(port)))
-    body = json.dumps({"message": message}).encode()
-    head = (
-        f"POST /chats/{chat_id}/messages:stream HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\n\r\n"
-    )
-    reader.sendall(head.encode() + body)
-    assert reader.recv(1) == b"H"  # "HTTP/1.1 200 OK": sent after the turn's first event, inside the chat's lock
-    return reader
-
-
 def stored_texts(threads: dict[str, list[dict[str, Any]]]) -> list[str]:
     """Each item of the chat's thread as text: a user message's content, an answer's whole text."""
     return [
@@ -85,7 +58,9 @@ def test_readers_that_stop_reading_hold_neither_the_chat_nor_memory(server: Serv
         with httpx.Client(base_url=server.url, timeout=ANSWER_BOUND_S) as client:
             for number in range(STALLED_READERS):
                 chat_id = f"stalled-{number}"
-                readers.append(stalled_reader(server.url, chat_id, LONG))
+                path = f"/chats/{chat_id}/messages:stream"
+                reader, _ = stalled_reader(server.url, path, ANSWER_BOUND_S, message=LONG)
+                readers.append(reader)
                 # the same chat, while its reader still holds its socket open and reads nothing: answered once the
                 # stalled turn has ended (a timeout here fails loudly)
                 after = client.post(f"/chats/{chat_id}/messages", json={"message": "long 1 5"})

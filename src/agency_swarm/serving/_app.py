@@ -57,7 +57,8 @@ def create_app(
     streams too (docs/design/durable.md). Needs PostgreSQL: the store's URL, or `database_url` in the mapping.
 
     `stream_write_timeout` (seconds): an event stream's reader that takes nothing for this long is dropped (its
-    stream ends; the turn goes on, its result stays readable at GET /chats/{id}/threads).
+    stream ends; the turn goes on, its result stays readable at GET /chats/{id}/threads, and in durable mode its
+    events at GET /chats/{id}/turns/{turn_id}/events with Last-Event-ID).
     """
     if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
         raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
@@ -79,7 +80,7 @@ def create_app(
     if turns is not None:
         from ._durable import add_durable_routes
 
-        add_durable_routes(app, agency, turns, protected=auth_token is not None)
+        add_durable_routes(app, agency, turns, protected=auth_token is not None, write_timeout=streams.write_timeout)
     app.state.durable = turns
     app.state.streams = streams
     app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes)

@@ -3,15 +3,10 @@ worker, read back by id; their events are Server-Sent Events with ids, resumable
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import json
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from typing import Annotated, Any, Literal
 
 from fastapi import Body, FastAPI, Header, Query, Response
-from fastapi.encoders import jsonable_encoder
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from .._agency._agency import Agency
@@ -28,8 +23,8 @@ from ._bodies import (
 )
 from ._openapi import route_docs
 from ._routes import ChatId, IdempotencyKey
-from ._sse import _sse_chunk, queued_chunks
-from ._text import model_response, utf8
+from ._sse import EventStreamResponse, Feed, _sse_chunk, error_chunk
+from ._text import model_response
 
 _FAILURE_STATUS = {"bad_request": 400, "chat_paused": 409, "nothing_to_resume": 409}
 
@@ -79,7 +74,9 @@ async def _answered(submitted: Awaitable[TurnHandle], chat_id: str, *, backgroun
         return failure_response(exc, chat_id)
 
 
-def add_durable_routes(app: FastAPI, agency: Agency, turns: DurableTurns, *, protected: bool) -> None:
+def add_durable_routes(
+    app: FastAPI, agency: Agency, turns: DurableTurns, *, protected: bool, write_timeout: float
+) -> None:
     turn = (400, 401, 409, 413, 415, 422, 500, 503)
 
     @app.post(
@@ -111,13 +108,13 @@ def add_durable_routes(app: FastAPI, agency: Agency, turns: DurableTurns, *, pro
             )
         except Exception as exc:
             return failure_response(exc, chat_id)
-        return DurableEventStream(handle, None)
+        return durable_event_stream(handle, None, write_timeout)
 
-    _add_durable_resume_routes(app, turns, protected=protected)
-    _add_turn_routes(app, turns, protected=protected)
+    _add_durable_resume_routes(app, turns, protected=protected, write_timeout=write_timeout)
+    _add_turn_routes(app, turns, protected=protected, write_timeout=write_timeout)
 
 
-def _add_durable_resume_routes(app: FastAPI, turns: DurableTurns, *, protected: bool) -> None:
+def _add_durable_resume_routes(app: FastAPI, turns: DurableTurns, *, protected: bool, write_timeout: float) -> None:
     turn = (400, 401, 409, 413, 415, 422, 500, 503)
 
     @app.post(
@@ -151,10 +148,10 @@ def _add_durable_resume_routes(app: FastAPI, turns: DurableTurns, *, protected: 
             )
         except Exception as exc:
             return failure_response(exc, chat_id)
-        return DurableEventStream(handle, None)
+        return durable_event_stream(handle, None, write_timeout)
 
 
-def _add_turn_routes(app: FastAPI, turns: DurableTurns, *, protected: bool) -> None:
+def _add_turn_routes(app: FastAPI, turns: DurableTurns, *, protected: bool, write_timeout: float) -> None:
     read = (400, 401, 404, 422, 500, 503)
 
     @app.get(
@@ -190,42 +187,40 @@ def _add_turn_routes(app: FastAPI, turns: DurableTurns, *, protected: bool) -> N
             if not last_event_id.strip().lstrip("-").isdigit():
                 return error_response(400, "bad_request", "Last-Event-ID must be the id of an event of this turn.")
             after = int(last_event_id)
-        return DurableEventStream(handle, after)
+        return durable_event_stream(handle, after, write_timeout)
 
 
-class DurableEventStream(StreamingResponse):
-    """A durable turn's events as `id:`/`event:`/`data:` blocks, then `done` (the result) or `error`."""
+class DurableFeed(Feed):
+    """A durable turn's events after `after` as `id:`/`event:`/`data:` blocks, then `done` (the result) or `error`,
+    read for one reader while its response lasts. A reader dropped for taking nothing is read for no longer: the
+    turn goes on, and the reader picks it up again with Last-Event-ID."""
 
-    media_type = "text/event-stream"
+    def __init__(self, handle: TurnHandle, after: int | None, write_timeout: float) -> None:
+        super().__init__(handle.chat_id, write_timeout)
+        self._handle, self._after = handle, after
 
-    def __init__(self, handle: TurnHandle, after: int | None) -> None:
-        super().__init__(
-            _chunks(handle, after),
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no", "turn-id": id_for_header(handle.turn_id)},
-        )
+    async def run(self) -> None:
+        try:
+            await self._read()
+        except TurnFailed as failed:
+            error = {"type": failed.kind, "message": str(failed)}
+            await self.put(_sse_chunk("error", {"type": "error", "error": error}))
+        except Exception as exc:  # reading failed (the database): the stream still ends with an `error`
+            await self.put(error_chunk(exc, self.chat_id))
+        finally:
+            self.outbox.end()
+
+    async def _read(self) -> None:
+        async for event in self._handle.events(self._after):
+            await self.put(_sse_chunk(event.type, event.data, event.id))
+            if self.outbox.dropped:
+                return
+        result = result_response(await self._handle.ended_result()).model_dump(mode="json")
+        await self.put(_sse_chunk("done", {"type": "done", "result": result}))
 
 
-async def _chunks(handle: TurnHandle, after: int | None) -> AsyncIterator[bytes]:
-    """Read in a task of its own (a timed-out read would otherwise end the stream): keep-alive comments meanwhile."""
-    queue: asyncio.Queue[bytes | None] = asyncio.Queue(64)
-    reader = asyncio.create_task(_read(handle, after, queue))
-    try:
-        async for chunk in queued_chunks(queue):
-            yield chunk
-    finally:
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
-
-
-async def _read(handle: TurnHandle, after: int | None, queue: asyncio.Queue[bytes | None]) -> None:
-    try:
-        async for event in handle.events(after):
-            data = json.dumps(event.data, default=jsonable_encoder, ensure_ascii=False)
-            await queue.put(utf8(f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n"))
-        result = result_response(await handle.ended_result()).model_dump(mode="json")
-        await queue.put(_sse_chunk("done", {"type": "done", "result": result}))
-    except TurnFailed as failed:
-        error = {"type": failed.kind, "message": str(failed)}
-        await queue.put(_sse_chunk("error", {"type": "error", "error": error}))
-    await queue.put(None)
+def durable_event_stream(handle: TurnHandle, after: int | None, write_timeout: float) -> EventStreamResponse:
+    """The response streaming a durable turn's events: read while it lasts, through the plain mode's bounded
+    Outbox and write timeout (serving.md)."""
+    feed = DurableFeed(handle, after, write_timeout)
+    return EventStreamResponse(feed, headers={"turn-id": id_for_header(handle.turn_id)}, producer=feed.run)

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from typing import Any
 
 import anyio
@@ -41,8 +41,9 @@ LOCK_LOST = (
 )
 
 
-def _sse_chunk(kind: str, data: Any) -> bytes:
-    return utf8(f"event: {kind}\ndata: {json.dumps(data, default=jsonable_encoder, ensure_ascii=False)}\n\n")
+def _sse_chunk(kind: str, data: Any, event_id: int | None = None) -> bytes:
+    head = "" if event_id is None else f"id: {event_id}\n"
+    return utf8(f"{head}event: {kind}\ndata: {json.dumps(data, default=jsonable_encoder, ensure_ascii=False)}\n\n")
 
 
 def error_chunk(exc: BaseException, chat_id: str) -> bytes:
@@ -53,19 +54,6 @@ def error_chunk(exc: BaseException, chat_id: str) -> bytes:
     if status >= 500:
         logger.error("Chat %r (stream): %s", chat_id, detail.type, exc_info=exc)
     return _sse_chunk("error", {"type": "error", "error": detail.model_dump(exclude_none=True)})
-
-
-async def queued_chunks(queue: asyncio.Queue[bytes | None]) -> AsyncIterator[bytes]:
-    """The chunks put in `queue` until None, with a keep-alive comment whenever it stays empty for a while."""
-    while True:
-        try:
-            chunk = await asyncio.wait_for(queue.get(), SSE_KEEPALIVE_SECONDS)
-        except TimeoutError:
-            yield KEEP_ALIVE
-            continue
-        if chunk is None:
-            return
-        yield chunk
 
 
 class Outbox:
@@ -145,7 +133,34 @@ class StreamTurns:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
-class EventPump:
+class Feed:
+    """What one reader is sent: its Outbox, filled by a producer that waits for room at most the write timeout (then
+    the reader is dropped: its buffer is freed, later chunks go nowhere, and the producer need not wait again)."""
+
+    def __init__(self, chat_id: str, write_timeout: float) -> None:
+        self.chat_id, self.write_timeout = chat_id, write_timeout
+        self.outbox = Outbox()
+
+    async def put(self, chunk: bytes) -> None:
+        if not self.outbox.has_room(len(chunk)):
+            await self._wait_for_room(len(chunk))
+        self.outbox.put(chunk)
+
+    async def _wait_for_room(self, size: int) -> None:
+        try:
+            async with asyncio.timeout(self.write_timeout):
+                await self.outbox.room(size)
+        except TimeoutError:
+            self.reader_gone(f"took nothing for {self.write_timeout:g} s")
+
+    def reader_gone(self, why: str | None = None) -> None:
+        if not self.outbox.dropped:
+            self.outbox.drop()
+            if why is not None:
+                logger.warning("Chat %r: a stream's reader %s and was dropped; the turn goes on", self.chat_id, why)
+
+
+class EventPump(Feed):
     """Runs a streamed turn in a task of its own and puts its events, as SSE chunks, in its reader's Outbox.
 
     The task that takes the chat's lock is the one that runs the turn (the store cancels it if the lock's session
@@ -155,9 +170,8 @@ class EventPump:
     """
 
     def __init__(self, stream: ResponseStream, chat_id: str, *, raw: bool, write_timeout: float) -> None:
-        self._stream, self._chat_id, self._raw = stream, chat_id, raw
-        self._write_timeout = write_timeout
-        self.outbox = Outbox()
+        super().__init__(chat_id, write_timeout)
+        self._stream, self._raw = stream, raw
         self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.opened.add_done_callback(_retrieved)  # a request that ended first never reads the failure
         self.task: asyncio.Task[None] | None = None
@@ -172,13 +186,13 @@ class EventPump:
                 async for event in events:
                     await self._event(event)
                 self._running = False
-            await self._put(_sse_chunk("done", {"type": "done", "result": self._result()}))
+            await self.put(_sse_chunk("done", {"type": "done", "result": self._result()}))
         except Exception as exc:
             self._running = False
             if not self.opened.done():  # before the first event: the route answers with the failure's status
                 self.opened.set_exception(exc)
                 return
-            await self._put(error_chunk(exc, self._chat_id))
+            await self.put(error_chunk(exc, self.chat_id))
         finally:
             self._running = False
             if not self.opened.done():
@@ -201,22 +215,13 @@ class EventPump:
 
     async def _event(self, event: Event) -> None:
         if self._raw or event.type != RAW:  # most of a short turn's bytes: sent only when asked for
-            await self._put(_sse_chunk(event.type, event.to_dict()))
-
-    async def _put(self, chunk: bytes) -> None:
-        outbox = self.outbox
-        if not outbox.has_room(len(chunk)):
-            await self._wait_for_room(len(chunk))
-        outbox.put(chunk)
+            await self.put(_sse_chunk(event.type, event.to_dict()))
 
     async def _wait_for_room(self, size: int) -> None:
-        """Wait for the reader, at most the write timeout (then it is dropped). A cancellation arriving here (the
-        lock's session ended: the store cancels this task) is handed on to the turn, at its next await."""
+        """A cancellation arriving while the turn waits for its reader (the lock's session ended: the store cancels
+        this task) is handed on to the turn, at its next await."""
         try:
-            async with asyncio.timeout(self._write_timeout):
-                await self.outbox.room(size)
-        except TimeoutError:
-            self.reader_gone(f"took nothing for {self._write_timeout:g} s")
+            await super()._wait_for_room(size)
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is None or not self._running:
@@ -224,22 +229,21 @@ class EventPump:
             task.uncancel()
             task.cancel()  # the turn, suspended at an event, gets it at its next await: it stops as it should
 
-    def reader_gone(self, why: str | None = None) -> None:
-        if not self.outbox.dropped:
-            self.outbox.drop()
-            if why is not None:
-                logger.warning("Chat %r: a stream's reader %s and was dropped; the turn goes on", self._chat_id, why)
-
 
 class EventStreamResponse(StreamingResponse):
-    """`text/event-stream` of a turn's events. The turn runs in its own task: a reader that leaves, or takes nothing
-    for the write timeout, is dropped; the turn goes on, and what it stores stays readable."""
+    """`text/event-stream` of what a Feed holds. Its producer runs elsewhere (a turn in its own task), or with the
+    response (`producer`: it ends with it). A reader that leaves, or takes nothing for the write timeout, is
+    dropped; the turn goes on, and what it stores stays readable."""
 
     media_type = "text/event-stream"
 
-    def __init__(self, pump: EventPump, write_timeout: float) -> None:
-        super().__init__(_nothing(), headers={"cache-control": "no-cache", "x-accel-buffering": "no"})
-        self._pump, self._write_timeout = pump, write_timeout
+    def __init__(
+        self, feed: Feed, *, headers: Mapping[str, str] | None = None,
+        producer: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
+        headers = {"cache-control": "no-cache", "x-accel-buffering": "no", **(headers or {})}
+        super().__init__(_nothing(), headers=headers)
+        self._feed, self._producer, self._write_timeout = feed, producer, feed.write_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # Always watch for the client leaving, whatever ASGI version the server speaks: a turn waiting on a slow
@@ -252,16 +256,18 @@ class EventStreamResponse(StreamingResponse):
                         await self.stream_response(send)
                     group.cancel_scope.cancel()
 
+                if self._producer is not None:
+                    group.start_soon(self._producer)
                 group.start_soon(stream_then_stop)
                 await self.listen_for_disconnect(receive)
                 group.cancel_scope.cancel()
         finally:
-            self._pump.reader_gone()  # a no-op once the turn's last chunk was taken
+            self._feed.reader_gone()  # a no-op once the last chunk was taken
 
     async def stream_response(self, send: Send) -> None:
         """Each chunk sent within the write timeout, or the reader is dropped and the response ends unfinished
         (the server then closes the connection)."""
-        outbox = self._pump.outbox
+        outbox = self._feed.outbox
         try:
             with anyio.fail_after(self._write_timeout):
                 await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
@@ -275,7 +281,7 @@ class EventStreamResponse(StreamingResponse):
             with anyio.fail_after(self._write_timeout):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         except TimeoutError:
-            self._pump.reader_gone(f"took nothing for {self._write_timeout:g} s")
+            self._feed.reader_gone(f"took nothing for {self._write_timeout:g} s")
 
 
 def _retrieved(future: asyncio.Future[None]) -> None:
@@ -294,12 +300,11 @@ async def event_stream(
     """Start the turn up to its first event, so failures before it (paused chat, store down) get a real status.
 
     `raw`: also send the model's raw Responses-API events (`raw`), which the Python stream always has."""
-    write_timeout = turns.write_timeout
-    pump = EventPump(stream, chat_id, raw=raw, write_timeout=write_timeout)
+    pump = EventPump(stream, chat_id, raw=raw, write_timeout=turns.write_timeout)
     turns.start(pump)
     try:
         await asyncio.shield(pump.opened)
     except BaseException:
         pump.reader_gone()  # the request ended before the response began: nobody will read; the turn goes on
         raise
-    return EventStreamResponse(pump, write_timeout)
+    return EventStreamResponse(pump)
