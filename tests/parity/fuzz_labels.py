@@ -45,14 +45,6 @@ def known_open(case: Case, decisions: Sequence[Decision] = ()) -> tuple[str, ...
     shows one is counted, not failed; every other difference fails. `decisions`: the scenario's, as decided."""
     found: list[str] = []
     spec = case.agent
-    if spec.hooks and spec.input_guardrail == "pass_parallel":
-        found.append("on_start_order_vs_parallel_input_guardrail")
-    names = [tool.name for tool in spec.tools]
-    if len(names) != len(set(names)):
-        found.append("namespaced_same_name")
-    hosted = {item.kind for response in case.responses for item in response if isinstance(item, Hosted)}
-    if "mcp_approval" in hosted:
-        found.append("tool_choice_reset_after_mcp_approval")
     if decisions and spec.output_guardrail == "trip" and spec.tool_use_behavior != "run_llm_again":
         found.append("resumed_stream_tool_output_before_tripped_guardrail")
     found += _found_by_fuzzer(case)
@@ -64,10 +56,6 @@ def _found_by_fuzzer(case: Case) -> list[str]:
     test_fuzz_regressions.OPEN)."""
     found: list[str] = []
     spec = case.agent
-    if spec.hooks and spec.output_guardrail is not None:
-        found.append("on_end_before_output_guardrails")
-    if any(tool.sub_agent for tool in spec.tools):
-        found.append("as_tool_usage_not_counted")
     namespaced = {tool.name for tool in spec.tools if tool.namespace is not None}
     if any(item.tool in namespaced and item.namespace is None for item in case.calls()):
         found.append("namespaced_tool_called_without_namespace")
