@@ -56,9 +56,6 @@ def _found_by_fuzzer(case: Case) -> list[str]:
     test_fuzz_regressions.OPEN)."""
     found: list[str] = []
     spec = case.agent
-    namespaced = {tool.name for tool in spec.tools if tool.namespace is not None}
-    if any(item.tool in namespaced and item.namespace is None for item in case.calls()):
-        found.append("namespaced_tool_called_without_namespace")
     if any(_hosted_after_call(response) for response in case.responses):
         found.append("hosted_item_event_before_tool_called")
     if any(_unknown_and_known(case, response) for response in case.responses):
