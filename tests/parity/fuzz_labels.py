@@ -64,10 +64,6 @@ def _found_by_fuzzer(case: Case) -> list[str]:
     guarded = any(tool.input_guard or tool.output_guard for tool in spec.tools)
     if parallel and (spec.hooks or guarded):  # what the hooks and the fuzz's tool guardrails log, in order
         found.append("parallel_calls_not_interleaved")
-    if parallel and any(tool.approval == "policy_raises" for tool in spec.tools):
-        found.append("calls_not_announced_before_approval_policy_error")
-    if parallel and any(tool.can_end_turn for tool in spec.tools):
-        found.append("sibling_output_not_streamed_when_a_call_ends_the_turn")
     return found
 
 

@@ -8,6 +8,7 @@ xfails, and move to `SCENARIOS` when their fix lands.
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 import pytest
 
@@ -90,16 +91,28 @@ SCENARIOS: list[Scenario] = [
     build_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", namespace="files"),)), responses=((Call(tool="tool_0"),),),
     ), "fuzz_namespaced_tool_called_without_namespace_is_unknown"),
+    # Streamed: when one of two calls ends the turn (failure_error_function=None), the sibling that finished gets its
+    # tool_output before the error, as under Runner.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0"), ToolSpec(name="tool_1", raises=True, failure="none"))),
+        responses=((Call(tool="tool_0"), Call(tool="tool_1")),),
+    ), "fuzz_sibling_output_streamed_when_a_call_ends_the_turn"),
+    # Streamed: a failure that ends the turn at once (a needs_approval function that raises; arguments an `as_tool`
+    # with failure_error_function=None refuses) still leaves every call of the response announced, as under Runner.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="policy_raises"),)),
+        responses=((Call(tool="tool_0"), Call(tool="tool_0")),),
+    ), "fuzz_calls_announced_before_approval_policy_error"),
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", failure="none", sub_agent=True),)),
+        responses=((Call(tool="tool_0", shape="coercible", n=0), Call(tool="tool_0", n=0)),),
+    ), "fuzz_calls_announced_before_as_tool_arguments_error"),
 ]
 
 
 OPEN: dict[str, Case] = {
     "hosted_item_event_before_tool_called": Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0"),)), responses=((Call(tool="tool_0"), Hosted("web_search")),),
-    ),
-    "calls_not_announced_before_approval_policy_error": Case(
-        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="policy_raises"),)),
-        responses=((Call(tool="tool_0"), Call(tool="tool_0")),),
     ),
     "unknown_tool_output_order": Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none"),)),
@@ -114,21 +127,25 @@ OPEN: dict[str, Case] = {
         agent=AgentSpec(tools=(ToolSpec(name="tool_0"),), hooks=True),
         responses=((Call(tool="tool_0"), Call(tool="tool_0")),),
     ),
-    "sibling_output_not_streamed_when_a_call_ends_the_turn": Case(
-        agent=AgentSpec(tools=(ToolSpec(name="tool_0"), ToolSpec(name="tool_1", raises=True, failure="none"))),
-        responses=((Call(tool="tool_0"), Call(tool="tool_1")),),
-    ),
 }
 
 
+# A call whose failure ends the turn cancels its siblings, on both sides; an `as_tool` sibling cancelled while the
+# SDK's `Runner.run` starts its nested run leaves that run's turn coroutine unstarted: the SDK's own warning, raised
+# when the coroutine is collected (within the test, for the scenarios with an `as_tool`), not ours.
+@pytest.mark.filterwarnings(
+    "ignore:Exception ignored in. <coroutine object run_single_turn at:pytest.PytestUnraisableExceptionWarning"
+)
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda scenario: scenario.id)
 async def test_fuzz_regression(scenario: Scenario, stream: bool, shortcuts: bool) -> None:
     await run_and_compare(scenario, stream)
+    if "as_tool" in scenario.id:
+        gc.collect()
 
 
 STREAMED_ONLY = {
-    "hosted_item_event_before_tool_called", "sibling_output_not_streamed_when_a_call_ends_the_turn",
-    "calls_not_announced_before_approval_policy_error", "resumed_stream_tool_output_before_tripped_guardrail",
+    "hosted_item_event_before_tool_called",
+    "resumed_stream_tool_output_before_tripped_guardrail",
 }
 """Open differences in stream events only: their blocking runs are equal."""
 

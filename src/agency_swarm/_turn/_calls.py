@@ -64,6 +64,8 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             if len(state.items) < len(calls) or state.held:  # when this task is cancelled again (clean_up)
                 stored = state.settle(final=True, release=True)
                 await clean_up(stored, f"storing the outputs of {turn.agent.name}'s calls")
+            if turn.emit is not None and state.failed:  # the siblings that finished, as under `Runner`
+                await _emit_outputs(turn, state)
             raise
         stored = state.store_ready(final=True)
         if stored is not None:
@@ -108,7 +110,7 @@ class Calls:
     blocked output never joins the thread. A crash meanwhile leaves the calls "interrupted" outputs.
     """
 
-    __slots__ = ("agent_turn", "calls", "held", "items", "outputs", "results", "thread")
+    __slots__ = ("agent_turn", "calls", "failed", "held", "items", "outputs", "results", "thread")
 
     def __init__(
         self, thread: ConversationThread, calls: list[ToolCallStep], agent_turn: AgentTurn, *, hold: bool = False
@@ -122,6 +124,8 @@ class Calls:
         self.results: list[ToolResult] = []
         """(call index, tool, call, output) of the function tools that ran or were refused, for
         tool_use_behavior."""
+        self.failed: set[int] = set()
+        """Calls run side by side that failed, ending the turn (their outputs are stored, never emitted)."""
 
     async def settle(self, *, final: bool = False, release: bool = False) -> None:
         """Store the outputs that are next in call order (and, with `release`, those held back). Only the turn's
@@ -190,13 +194,14 @@ class Calls:
 
 
 async def _emit_outputs(turn: Turn, state: Calls) -> None:
-    """A `tool_output` for each call that got its output (not those waiting for approval), in call order."""
+    """A `tool_output` for each call that got its output, in call order: not for those waiting for approval, nor,
+    when a call's failure ended the turn, for it and the calls it interrupted."""
     emit = turn.emit
     assert emit is not None
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
-    for step, item in zip(state.calls, state.items, strict=True):
-        if item is None:
-            continue  # waiting for approval
+    for index, (step, item) in enumerate(zip(state.calls, state.items, strict=True)):
+        if item is None or index in state.failed or state.outputs[index] is _PENDING:
+            continue
         text = item["output"] if isinstance(item["output"], str) else json.dumps(item["output"])
         await emit(ToolOutput(
             agent=name, caller=caller, depth=depth, chat_id=chat_id, tool=step.call.name,
@@ -425,6 +430,7 @@ async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
         try:
             await _run_call(turn, setup, state, index, job_emit)
         except Exception as error:
+            state.failed.add(index)
             queue.put_nowait(_Failed(error))
         finally:
             queue.put_nowait(_DONE)
@@ -438,6 +444,7 @@ async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
                 remaining -= 1
                 await state.settle()  # this call's output, if it is next in call order
             elif isinstance(item, _Failed):
+                await _announce_started(turn, queue)
                 raise item.error
             elif turn.emit is not None:
                 await turn.emit(item)
@@ -449,6 +456,18 @@ async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
             await clean_up(asyncio.gather(*tasks, return_exceptions=True), "stopping the parallel calls")
         else:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _announce_started(turn: Turn, queue: asyncio.Queue[Any]) -> None:
+    """Before a failed call ends the turn: the `tool_called` of each call that started meanwhile (every call has
+    started: each task ran up to its first pause), so the stream announces every call of the response, as `Runner`'s
+    does. Their other events are dropped with the calls."""
+    if turn.emit is None:
+        return
+    while not queue.empty():
+        event = queue.get_nowait()
+        if isinstance(event, ToolCalled):
+            await turn.emit(event)
 
 
 def delivered(thread: ConversationThread, call_id: str, message: str) -> bool:
