@@ -18,6 +18,7 @@ import ast
 import copy
 import dataclasses
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -152,8 +153,21 @@ def _rewrite_sdk_error_pairs(runner: Outcome, ours: Outcome, ours_pattern: str, 
 
     _rewrite_outputs(ours, our_side)
     _rewrite_outputs(runner, runner_side)
-    _rewrite_tool_end(ours, lambda tool, text: our_side(tool, "", text) is not None)
-    _rewrite_tool_end(runner, lambda tool, text: text == SDK_TOOL_ERROR)
+    ours_rewritten: Counter[str] = Counter()
+
+    def ours_documented(tool: str, text: str) -> bool:
+        documented = our_side(tool, "", text) is not None
+        ours_rewritten[tool] += documented
+        return documented
+
+    def runner_documented(tool: str, text: str) -> bool:  # as many of Runner's lines as ours had, tool by tool
+        if text != SDK_TOOL_ERROR or ours_rewritten[tool] <= 0:
+            return False
+        ours_rewritten[tool] -= 1
+        return True
+
+    _rewrite_tool_end(ours, ours_documented)
+    _rewrite_tool_end(runner, runner_documented)
 
 
 def _tool_error_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:

@@ -107,6 +107,12 @@ SCENARIOS: list[Scenario] = [
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", failure="none", sub_agent=True),)),
         responses=((Call(tool="tool_0", shape="coercible", n=0), Call(tool="tool_0", n=0)),),
     ), "fuzz_calls_announced_before_as_tool_arguments_error"),
+    # An `as_tool` sub-agent given invalid arguments: both sides answer with the SDK's generic text, and on_tool_end
+    # gets it too; the documented wording differences must not rewrite Runner's side alone.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", sub_agent=True),), hooks=True),
+        responses=((Call(tool="tool_0", shape="missing", n=0),),),
+    ), "fuzz_as_tool_invalid_arguments_seen_by_on_tool_end"),
 ]
 
 
