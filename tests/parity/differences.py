@@ -21,6 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from agents import (
     InputGuardrailTripwireTriggered,
@@ -315,6 +316,121 @@ def _local_tool_refused(scenario: Scenario, runner: Outcome, ours: Outcome) -> N
         runner.replaced = ours.replaced = True
 
 
+_TOOL_PHASE = re.compile(r"on_tool_start\(.*\)|on_tool_end\(.*\)|\w+_(in|out) saw .*", re.S)
+
+
+def _phases(lines: list[str]) -> list[list[str]]:
+    """Hook lines cut into runs: each run of tool-phase lines (a tool's hooks and tool guardrails) is one part, any
+    other line a part of its own."""
+    parts: list[list[str]] = []
+    for line in lines:
+        if _TOOL_PHASE.fullmatch(line) and parts and _TOOL_PHASE.fullmatch(parts[-1][0]):
+            parts[-1].append(line)
+        else:
+            parts.append([line])
+    return parts
+
+
+def _concurrent_calls_interleaved(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Calls of one response run concurrently: each side interleaves their hooks and tool guardrails as its
+    scheduler runs them. Equal when every other hook line is in the same place and each run of tool-phase lines
+    holds the same lines on both sides."""
+    theirs, mine = _phases(runner.hook_calls), _phases(ours.hook_calls)
+    if len(theirs) != len(mine) or theirs == mine:
+        return
+    for their_part, my_part in zip(theirs, mine, strict=True):
+        tool_phase = _TOOL_PHASE.fullmatch(my_part[0]) is not None
+        if their_part != my_part and not (tool_phase and Counter(their_part) == Counter(my_part)):
+            return
+    runner.hook_calls = list(ours.hook_calls)
+
+
+_ANNOUNCED = frozenset({"tool_called", "hosted_item"})
+
+
+def _hosted_items_first(events: list[str]) -> list[str]:
+    """Each run of tool_called / hosted_item events with its hosted_item events moved to its front."""
+    result: list[str] = []
+    start = 0
+    for index in range(len(events) + 1):
+        if index == len(events) or events[index] not in _ANNOUNCED:
+            run = events[start:index]
+            result += [e for e in run if e == "hosted_item"] + [e for e in run if e != "hosted_item"]
+            if index < len(events):
+                result.append(events[index])
+            start = index + 1
+    return result
+
+
+def _hosted_items_announced_first(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Streamed: ours emits a response's hosted items (run by the API before the response arrived) when the response
+    arrives, then a tool_called as each function call starts; Runner emits them all in the response's order."""
+    if ours.stream and runner.events != ours.events and _hosted_items_first(runner.events) == ours.events:
+        runner.events = list(ours.events)
+
+
+def _is_unknown_tool_answer(item: Any) -> bool:
+    """An unknown tool's output on either side, in its own words or as unknown_tool_answered's placeholder."""
+    output = item.get("output")
+    return isinstance(output, str) and (
+        output.startswith(("<no tool ", "Error: there is no tool named "))
+        or re.fullmatch(r"Tool '[\w.]+' not found\.", output) is not None
+    )
+
+
+def _outputs_runs(items: list[Any]) -> list[tuple[int, int]]:
+    """(start, end) of each run of consecutive function_call_output items."""
+    runs, start = [], None
+    for index, item in enumerate([*items, None]):
+        is_output = isinstance(item, dict) and item.get("type") == "function_call_output"
+        if is_output and start is None:
+            start = index
+        elif not is_output and start is not None:
+            runs.append((start, index))
+            start = None
+    return runs
+
+
+def _unknown_answers_last(items: list[Any]) -> list[Any]:
+    result = list(items)
+    for start, end in _outputs_runs(items):
+        run = items[start:end]
+        result[start:end] = [i for i in run if not _is_unknown_tool_answer(i)] + [
+            i for i in run if _is_unknown_tool_answer(i)
+        ]
+    return result
+
+
+def _unknown_tool_answer_order(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Ours stores a response's outputs in the order of its calls, an unknown tool's answer too; Runner (told to
+    answer one, `return_error_to_model`) puts those answers after the outputs of the tools it ran. Equal when ours,
+    with its unknown-tool answers moved after the other outputs of their response, is Runner's."""
+    pairs = [(runner.items or [], ours.items or [])] + [
+        (theirs.input, mine.input) for theirs, mine in zip(runner.calls, ours.calls, strict=False)
+        if isinstance(theirs.input, list) and isinstance(mine.input, list)
+    ]
+    if any(len(theirs) != len(mine) or _unknown_answers_last(mine) != theirs for theirs, mine in pairs):
+        return
+    for theirs, mine in pairs:
+        theirs[:] = copy.deepcopy(mine)
+
+
+def _resumed_stream_reports_blocked_output(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Streamed, resumed: an approved call whose output ends the turn and then trips an output guardrail gets its
+    tool_output in our resumed stream, as in Runner's stream of a run that did not pause; Runner's resumed stream
+    leaves it out. The tripwire, the withheld output and the items are compared as they are."""
+    tripped = (OutputGuardrailTripwireTriggered,)
+    if not (ours.stream and scenario.decisions and isinstance(runner.error, tripped)):
+        return
+    if type(ours.error) is not type(runner.error) or "agent_started" not in ours.events:
+        return
+    last = len(ours.events) - ours.events[::-1].index("agent_started")
+    tail = ours.events[last:]
+    kept = ours.events[:last] + [event for event in tail if event != "tool_output"]
+    if "tool_output" in tail and "tool_output" not in runner.events[last:] and kept == runner.events:
+        ours.events = kept
+
+
 # -- THE list -------------------------------------------------------------------------------------------------
 
 DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
@@ -398,6 +514,36 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "ComputerTool, LocalShellTool, ShellTool and ApplyPatchTool run on the caller's machine: building an "
         "agency_swarm Agent/Agency with one raises ConfigError naming the tool; Runner runs them",
         _local_tool_refused,
+    ),
+    Difference(
+        "concurrent_calls_interleaved",
+        "the calls of one response run concurrently, and each loop's scheduler interleaves their hooks and tool "
+        "guardrails its own way (ours runs a call up to its first pause before the next starts; Runner's gathers "
+        "start both): the same lines, every other hook line in its place; each call's guardrails still run before "
+        "its tool, and single calls are compared in exact order",
+        _concurrent_calls_interleaved,
+    ),
+    Difference(
+        "hosted_items_announced_first",
+        "streamed: a response's hosted items (run by the API before the response arrived) get their hosted_item "
+        "events when the response arrives, before the tool_called of its function calls, each emitted as the call "
+        "starts; Runner emits both kinds in the response's order. Event order only",
+        _hosted_items_announced_first,
+    ),
+    Difference(
+        "unknown_tool_answer_order",
+        "a response's outputs are stored in the order of its calls, an unknown tool's answer included; Runner, told "
+        "to answer unknown tools (`return_error_to_model`, not its default), puts those answers after the outputs "
+        "of the tools it ran. The same outputs, in another order",
+        _unknown_tool_answer_order,
+    ),
+    Difference(
+        "resumed_stream_reports_blocked_output",
+        "streamed, after a resume: an approved call whose output ends the turn (tool_use_behavior) gets its "
+        "tool_output event before an output guardrail trips on it, as in Runner's own stream of a run that did not "
+        "pause; Runner's resumed stream leaves it out. The guardrail trips alike, and the output reaches neither the "
+        "final output nor the thread",
+        _resumed_stream_reports_blocked_output,
     ),
     Difference(
         "event_names",

@@ -1,5 +1,5 @@
 """From a generated `Case` (generators.py) to a harness `Scenario`: tools, agent options, script, and the
-documented differences (and known open ones) that the case's own content makes applicable."""
+documented differences that the case's own content makes applicable."""
 
 from __future__ import annotations
 
@@ -437,8 +437,8 @@ async def decided_scenario(case: Case, id: str = "fuzz") -> Scenario:
         if outcome.error is not None or not waiting:
             break
         decided.append(_harness_decision(decision, waiting))
-    resumed = ("resume_announces_calls",) if decided else ()
-    return dataclasses.replace(scenario, decisions=tuple(decided), differences=scenario.differences + resumed)
+    resumed = ("resume_announces_calls",) if decided else ()  # first: the event normalizers see its events
+    return dataclasses.replace(scenario, decisions=tuple(decided), differences=resumed + scenario.differences)
 
 
 def _harness_decision(decision: Decision, waiting: list[str]) -> HarnessDecision:

@@ -1,8 +1,7 @@
 """Cases the fuzzer found, shrunk and kept as named scenarios (each built from its generated `Case` literal).
 
-`SCENARIOS` are differences that are fixed (or documented as intended) and must stay equal. `OPEN` are
-differences still open on other branches, kept with the shrunk case that shows each: they run as non-strict
-xfails, and move to `SCENARIOS` when their fix lands.
+Each is a difference the fuzzer found that is now fixed, or reviewed and documented as intended (differences.py,
+applied because the case contains what triggers it): they must stay equal.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import gc
 
 import pytest
 
-from parity.fuzz_cases import build_scenario, decided_scenario
+from parity.fuzz_cases import build_scenario
 from parity.generators import AgentSpec, Call, Case, Decision, Hosted, ToolSpec
 from parity.harness import Decision as HarnessDecision
 from parity.harness import Scenario, run_and_compare
@@ -22,7 +21,7 @@ def resumed_scenario(case: Case, id: str, *decisions: HarnessDecision) -> Scenar
     """A case's scenario with its pauses decided by call id (`decided_scenario` asks Runner; a literal names them)."""
     scenario = build_scenario(case, id)
     return dataclasses.replace(scenario, decisions=decisions,
-                               differences=(*scenario.differences, "resume_announces_calls"))
+                               differences=("resume_announces_calls", *scenario.differences))
 
 
 SCENARIOS: list[Scenario] = [
@@ -97,6 +96,11 @@ SCENARIOS: list[Scenario] = [
         agent=AgentSpec(tools=(ToolSpec(name="tool_0"), ToolSpec(name="tool_1", raises=True, failure="none"))),
         responses=((Call(tool="tool_0"), Call(tool="tool_1")),),
     ), "fuzz_sibling_output_streamed_when_a_call_ends_the_turn"),
+    # ... but not an unknown tool's answer: Runner answers it after the tools it runs, and the failure came first.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", raises=True, failure="none"),)),
+        responses=((Call(tool="ghost"), Call(tool="tool_0", n=0)),),
+    ), "fuzz_unknown_tool_answer_not_streamed_when_a_call_ends_the_turn"),
     # Streamed: a failure that ends the turn at once (a needs_approval function that raises; arguments an `as_tool`
     # with failure_error_function=None refuses) still leaves every call of the response announced, as under Runner.
     build_scenario(Case(
@@ -113,27 +117,35 @@ SCENARIOS: list[Scenario] = [
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", sub_agent=True),), hooks=True),
         responses=((Call(tool="tool_0", shape="missing", n=0),),),
     ), "fuzz_as_tool_invalid_arguments_seen_by_on_tool_end"),
-]
-
-
-OPEN: dict[str, Case] = {
-    "hosted_item_event_before_tool_called": Case(
+    # An MCP approval request its server's callback decides, beside a call that waits for approval: the callback is
+    # asked when the turn goes on (with the context it goes on with), and its answer follows the call's output.
+    resumed_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="always"),)),
+        responses=((Hosted("mcp_approval"), Call(tool="tool_0")),), decisions=(Decision(new_context=True),),
+    ), "fuzz_mcp_callback_asked_when_the_paused_turn_goes_on",
+        HarnessDecision(approve=["call_0_1"], context=lambda: {"user": "bob"})),
+    # Reviewed differences of order (differences.py), each in the shrunk case that showed it.
+    # Two calls with hooks: the same hook lines, interleaved by each loop's scheduler.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0"),), hooks=True),
+        responses=((Call(tool="tool_0"), Call(tool="tool_0")),),
+    ), "fuzz_concurrent_calls_interleaved"),
+    # Streamed: a hosted item after a function call is announced when the response arrives.
+    build_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0"),)), responses=((Call(tool="tool_0"), Hosted("web_search")),),
-    ),
-    "unknown_tool_output_order": Case(
+    ), "fuzz_hosted_item_announced_before_tool_called"),
+    # A missing tool's answer keeps its call's place; Runner puts it last.
+    build_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none"),)),
         responses=((Call(tool="ghost"), Call(tool="tool_0")),),
-    ),
-    "resumed_stream_tool_output_before_tripped_guardrail": Case(
+    ), "fuzz_unknown_tool_answer_keeps_its_place"),
+    # Streamed, resumed: the approved call's output that ends the turn and trips the output guardrail is reported.
+    resumed_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="always"),),
                         tool_use_behavior="stop_on_first_tool", output_guardrail="trip"),
         responses=((Call(tool="tool_0"),),), decisions=(Decision(),),
-    ),
-    "parallel_calls_not_interleaved": Case(
-        agent=AgentSpec(tools=(ToolSpec(name="tool_0"),), hooks=True),
-        responses=((Call(tool="tool_0"), Call(tool="tool_0")),),
-    ),
-}
+    ), "fuzz_resumed_stream_reports_blocked_output", HarnessDecision(approve=["call_0_0"])),
+]
 
 
 # A call whose failure ends the turn cancels its siblings, on both sides; an `as_tool` sibling cancelled while the
@@ -147,19 +159,3 @@ async def test_fuzz_regression(scenario: Scenario, stream: bool, shortcuts: bool
     await run_and_compare(scenario, stream)
     if "as_tool" in scenario.id:
         gc.collect()
-
-
-STREAMED_ONLY = {
-    "hosted_item_event_before_tool_called",
-    "resumed_stream_tool_output_before_tripped_guardrail",
-}
-"""Open differences in stream events only: their blocking runs are equal."""
-
-
-@pytest.mark.xfail(reason="open on another branch (see docs/design/parity.md, the fuzzer)", strict=False)
-@pytest.mark.parametrize("name", sorted(OPEN))
-async def test_fuzz_open_difference(name: str, stream: bool) -> None:
-    if name in STREAMED_ONLY and not stream:
-        pytest.skip("a difference in stream events only")
-    scenario = await decided_scenario(OPEN[name], f"fuzz_open_{name}")
-    await run_and_compare(scenario, stream)

@@ -72,9 +72,12 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             await stored
         if turn.emit is not None:
             await _emit_outputs(turn, state)
-    waiting = bool(step.mcp_approvals) and await answer_mcp_approvals(turn, setup, step.mcp_approvals)
+    paused_calls = _AWAITING in state.outputs  # a server's callback then decides when the turn goes on
+    waiting = bool(step.mcp_approvals) and await answer_mcp_approvals(
+        turn, setup, step.mcp_approvals, ask=not paused_calls
+    )
     found = None
-    if waiting or _AWAITING in state.outputs:
+    if waiting or paused_calls:
         turn.paused = True
     elif turn.agent.tool_use_behavior != "run_llm_again" and state.results:
         found = await stop_after_tools(turn, state.results)
@@ -195,18 +198,23 @@ class Calls:
 
 async def _emit_outputs(turn: Turn, state: Calls) -> None:
     """A `tool_output` for each call that got its output, in call order: not for those waiting for approval, nor,
-    when a call's failure ended the turn, for it and the calls it interrupted."""
+    when a call's failure ended the turn, for it, the calls it interrupted and unknown tools (`Runner` answers
+    those after the tools it runs: a failure ends its turn first)."""
     emit = turn.emit
     assert emit is not None
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
     for index, (step, item) in enumerate(zip(state.calls, state.items, strict=True)):
-        if item is None or index in state.failed or state.outputs[index] is _PENDING:
+        if item is None or (state.failed and _unreported_after_failure(state, index)):
             continue
         text = item["output"] if isinstance(item["output"], str) else json.dumps(item["output"])
         await emit(ToolOutput(
             agent=name, caller=caller, depth=depth, chat_id=chat_id, tool=step.call.name,
             call_id=step.call.call_id, output=text,
         ))
+
+
+def _unreported_after_failure(state: Calls, index: int) -> bool:
+    return index in state.failed or state.outputs[index] is _PENDING or isinstance(state.calls[index], UnknownTool)
 
 
 async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: EmitEvent | None) -> None:

@@ -36,7 +36,7 @@ from . import _entry
 from ._calls import run_tools
 from ._channel import TurnStart
 from ._definition import AgentBase, Wiring
-from ._mcp_approvals import waiting_requests
+from ._mcp_approvals import callback_requests, waiting_requests
 from ._model_call import call_model
 from ._prepare import prepare, reused_setup
 from ._results import ResponseStream, RunResult
@@ -259,7 +259,7 @@ async def _resumed_step(turn: Turn, setup: Setup) -> tuple[NextStep, int]:
         if stored is not None:
             await stored
     await _report_last_calls(turn, items, outputs, answered=not awaiting)  # approved calls: reported as they run
-    requests = waiting_requests(items, awaiting) if awaiting else []  # hosted MCP approval requests still open
+    requests = [*waiting_requests(items, awaiting), *callback_requests(items, setup)] if awaiting else []
     return (RunTools(calls, requests) if calls or requests else RUN_AGAIN), steps_before_pause(items)
 
 
