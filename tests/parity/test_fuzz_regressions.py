@@ -101,6 +101,12 @@ SCENARIOS: list[Scenario] = [
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", raises=True, failure="none"),)),
         responses=((Call(tool="ghost"), Call(tool="tool_0", n=0)),),
     ), "fuzz_unknown_tool_answer_not_streamed_when_a_call_ends_the_turn"),
+    # ... nor a sibling's approval request: Runner reports interruptions only with a paused result.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="always"),
+                               ToolSpec(name="tool_1", params="none", raises=True, failure="none"))),
+        responses=((Call(tool="tool_0"), Call(tool="tool_1")),),
+    ), "fuzz_approval_request_not_streamed_when_a_sibling_ends_the_turn"),
     # Streamed: a failure that ends the turn at once (a needs_approval function that raises; arguments an `as_tool`
     # with failure_error_function=None refuses) still leaves every call of the response announced, as under Runner.
     build_scenario(Case(

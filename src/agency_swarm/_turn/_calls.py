@@ -426,7 +426,9 @@ _DONE: Any = object()
 
 
 async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
-    """Several calls at once, each in a task; their events reach this task's channel in the order they happen."""
+    """Several calls at once, each in a task; their events reach this task's channel in the order they happen, but
+    for `approval_requested`: as `Runner` reports interruptions only with a paused result, those come once every
+    call is done (a call that fails instead ends the turn without them)."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
 
     async def queued(event: Event) -> None:
@@ -445,6 +447,7 @@ async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
 
     tasks = [asyncio.create_task(job(index)) for index in range(len(state.calls))]
     remaining = len(tasks)
+    waiting: list[Event] = []  # approval requests: reported once no sibling's failure can end the turn instead
     try:
         while remaining:
             item = await queue.get()
@@ -454,8 +457,13 @@ async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
             elif isinstance(item, _Failed):
                 await _announce_started(turn, queue)
                 raise item.error
+            elif isinstance(item, ApprovalRequested):
+                waiting.append(item)
             elif turn.emit is not None:
                 await turn.emit(item)
+        for event in waiting:
+            assert turn.emit is not None
+            await turn.emit(event)
     finally:
         if remaining:  # failed or cancelled: stop the calls still running
             for index, task in enumerate(tasks):
