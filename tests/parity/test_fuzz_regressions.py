@@ -107,6 +107,14 @@ SCENARIOS: list[Scenario] = [
                                ToolSpec(name="tool_1", params="none", raises=True, failure="none"))),
         responses=((Call(tool="tool_0"), Call(tool="tool_1")),),
     ), "fuzz_approval_request_not_streamed_when_a_sibling_ends_the_turn"),
+    # ... but after a resume, as Runner's resumed stream: no sibling's output (here a rejected call's) is reported.
+    resumed_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", approval="always", failure="none",
+                                        sub_agent=True),), hooks=True),
+        responses=((Call(tool="tool_0", shape="coercible", n=0), Call(tool="tool_0", n=0)),),
+        decisions=(Decision(verdicts=("approve", "reject")),),
+    ), "fuzz_as_tool_sibling_output_not_streamed_when_a_resumed_call_ends_the_turn",
+        HarnessDecision(approve=["call_0_0"], reject=["call_0_1"])),
     # Streamed: a failure that ends the turn at once (a needs_approval function that raises; arguments an `as_tool`
     # with failure_error_function=None refuses) still leaves every call of the response announced, as under Runner.
     build_scenario(Case(

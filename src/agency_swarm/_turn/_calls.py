@@ -64,8 +64,8 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             if len(state.items) < len(calls) or state.held:  # when this task is cancelled again (clean_up)
                 stored = state.settle(final=True, release=True)
                 await clean_up(stored, f"storing the outputs of {turn.agent.name}'s calls")
-            if turn.emit is not None and state.failed:  # the siblings that finished, as under `Runner`
-                await _emit_outputs(turn, state)
+            if turn.emit is not None and state.failed and not _resumed(calls):  # the siblings that finished, as
+                await _emit_outputs(turn, state)  # `Runner`'s stream reports them (its resumed stream does not)
             raise
         stored = state.store_ready(final=True)
         if stored is not None:
@@ -89,6 +89,11 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             if stored is not None:
                 await stored
     return found
+
+
+def _resumed(calls: list[ToolCallStep]) -> bool:
+    """Calls of a stored turn that goes on (they waited for approval)."""
+    return any(not isinstance(step, UnknownTool) and step.resume for step in calls)
 
 
 def _may_end_the_turn(turn: Turn, step: RunTools) -> bool:
