@@ -68,7 +68,7 @@ def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | 
     `rewrite(tool_name, call_id, text)` returns the replacement, or None to leave the text alone.
     """
     names = _tool_names(outcome)
-    rewritten: dict[str, str] = {}
+    choices: dict[str, set[str | None]] = {}
     lists = [outcome.items or [], *(c.input for c in outcome.calls if isinstance(c.input, list))]
     for items in lists:
         for item in items:
@@ -77,8 +77,12 @@ def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | 
                 if isinstance(output, str):
                     call_id = str(item.get("call_id"))
                     new = rewrite(names.get(call_id, "?"), call_id, output)
+                    choices.setdefault(output, set()).add(new)
                     if new is not None:
-                        item["output"] = rewritten[output] = new
+                        item["output"] = new
+    # The final output (and on_end) is a text, not a call: rewritten only when every call with that text was
+    # rewritten alike (two calls may have the same text, e.g. the SDK's generic one, and only one be documented).
+    rewritten = {old: only for old, new in choices.items() if len(new) == 1 and (only := next(iter(new))) is not None}
     if isinstance(outcome.final_output, str) and outcome.final_output in rewritten:
         outcome.final_output = rewritten[outcome.final_output]  # a tool's output that ended the turn
     outcome.hook_calls = [_rewrite_on_end(line, rewritten) for line in outcome.hook_calls]

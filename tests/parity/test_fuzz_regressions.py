@@ -138,6 +138,14 @@ SCENARIOS: list[Scenario] = [
         responses=((Hosted("mcp_approval"), Call(tool="tool_0")),), decisions=(Decision(new_context=True),),
     ), "fuzz_mcp_callback_asked_when_the_paused_turn_goes_on",
         HarnessDecision(approve=["call_0_1"], context=lambda: {"user": "bob"})),
+    # Two calls answered with the SDK's generic text, only one of them documented (a raising tool; an `as_tool`'s
+    # invalid arguments are the SDK's text on both sides): the final output, which is the undocumented one's, stays.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", sub_agent=True),
+                               ToolSpec(name="tool_2", params="none", raises=True, namespace="notes")),
+                        tool_use_behavior="stop_on_first_tool", hooks=True),
+        responses=((Call(tool="tool_0", shape="coercible", n=0), Call(tool="tool_2", n=0, namespace="notes")),),
+    ), "fuzz_same_generic_text_documented_for_one_call_only"),
     # Reviewed differences of order (differences.py), each in the shrunk case that showed it.
     # Two calls with hooks: the same hook lines, interleaved by each loop's scheduler.
     build_scenario(Case(
