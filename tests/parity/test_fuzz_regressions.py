@@ -146,6 +146,19 @@ SCENARIOS: list[Scenario] = [
                         tool_use_behavior="stop_on_first_tool", hooks=True),
         responses=((Call(tool="tool_0", shape="coercible", n=0), Call(tool="tool_2", n=0, namespace="notes")),),
     ), "fuzz_same_generic_text_documented_for_one_call_only"),
+    # A call that ran beside one that waited for approval: on resume, tool_use_behavior reads both results, as
+    # Runner's resumed turn does (StopAtTools ends the turn with the call that ran first).
+    resumed_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", sub_agent=True),
+                               ToolSpec(name="tool_1", params="text_and_int", approval="always", sub_agent=True)),
+                        tool_use_behavior="stop_at_first_tool_name", hooks=True),
+        responses=((Call(tool="tool_0", n=0), Call(tool="tool_1", n=0)),), decisions=(Decision(),),
+    ), "fuzz_tool_use_behavior_reads_calls_answered_before_the_pause", HarnessDecision(approve=["call_0_1"])),
+    resumed_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="always"),
+                               ToolSpec(name="tool_1", params="none")), tool_use_behavior="custom"),
+        responses=((Call(tool="tool_0", n=0), Call(tool="tool_1", n=0)),), decisions=(Decision(verdicts=("reject",)),),
+    ), "fuzz_tool_use_behavior_function_reads_calls_answered_before_the_pause", HarnessDecision(reject=["call_0_0"])),
     # Reviewed differences of order (differences.py), each in the shrunk case that showed it.
     # Two calls with hooks: the same hook lines, interleaved by each loop's scheduler.
     build_scenario(Case(

@@ -79,8 +79,8 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
     found = None
     if waiting or paused_calls:
         turn.paused = True
-    elif turn.agent.tool_use_behavior != "run_llm_again" and state.results:
-        found = await stop_after_tools(turn, state.results)
+    elif turn.agent.tool_use_behavior != "run_llm_again" and (state.results or step.answered):
+        found = await stop_after_tools(turn, _all_results(step, state))
     if state.held is not None:
         if found is not None:  # the outputs ended the turn: stored once the output guardrails decide
             turn.release = state.release
@@ -89,6 +89,14 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             if stored is not None:
                 await stored
     return found
+
+
+def _all_results(step: RunTools, state: Calls) -> list[ToolResult]:
+    """The response's results for tool_use_behavior: on resume, those of the calls answered before the pause too,
+    each at its place in the response."""
+    order = step.order
+    results = [(order.get(call.call_id, index), tool, call, out) for index, tool, call, out in state.results]
+    return [*step.answered, *results]
 
 
 def _resumed(calls: list[ToolCallStep]) -> bool:

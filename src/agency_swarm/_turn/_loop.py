@@ -50,6 +50,7 @@ from ._steps import (
     RunAgain,
     RunTools,
     ToolCallStep,
+    answered_results,
     classify,
     next_step,
 )
@@ -260,7 +261,11 @@ async def _resumed_step(turn: Turn, setup: Setup) -> tuple[NextStep, int]:
             await stored
     await _report_last_calls(turn, items, outputs, answered=not awaiting)  # approved calls: reported as they run
     requests = [*waiting_requests(items, awaiting), *callback_requests(items, setup)] if awaiting else []
-    return (RunTools(calls, requests) if calls or requests else RUN_AGAIN), steps_before_pause(items)
+    if not (calls or requests):
+        return RUN_AGAIN, steps_before_pause(items)
+    stops = bool(awaiting) and turn.agent.tool_use_behavior != "run_llm_again"
+    answered, order = answered_results(setup, items, awaiting) if stops else ([], {})
+    return RunTools(calls, requests, answered=answered, order=order), steps_before_pause(items)
 
 
 def _trailing_calls(items: list[dict[str, Any]], outputs: Mapping[str, Any]) -> list[dict[str, Any]]:
