@@ -435,6 +435,35 @@ def _resumed_stream_reports_blocked_output(scenario: Scenario, runner: Outcome, 
         ours.events = kept
 
 
+def _extra(longer: list[str], shorter: list[str]) -> list[str] | None:
+    """The items of `longer` that are not in `shorter`, when `shorter` is `longer` with some items left out."""
+    extra: list[str] = []
+    position = 0
+    for item in longer:
+        if position < len(shorter) and shorter[position] == item:
+            position += 1
+        else:
+            extra.append(item)
+    return extra if position == len(shorter) else None
+
+
+def _sibling_finished_first(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """A call's failure ends the turn while a sibling that never pauses (an `as_tool` refusing its arguments) is
+    running: ours lets that sibling finish first (its on_tool_end, and streamed its tool_output); Runner invokes
+    each tool in a task of its own, cancelled before it ends. Equal when those are all ours has more."""
+    if runner.error is None or type(ours.error) is not type(runner.error):
+        return
+    ends = _extra(ours.hook_calls, runner.hook_calls)
+    started = {line for line in runner.hook_calls if line.startswith("on_tool_start(")}
+    if not ends or any(_TOOL_END.fullmatch(line) is None or
+                       f"on_tool_start({_TOOL_END.fullmatch(line).group(1)})" not in started for line in ends):
+        return
+    outputs = _extra(ours.events, runner.events) if ours.stream else []
+    if outputs is None or any(event != "tool_output" for event in outputs) or len(outputs) > len(ends):
+        return
+    ours.hook_calls, ours.events = list(runner.hook_calls), list(runner.events) if ours.stream else ours.events
+
+
 # -- THE list -------------------------------------------------------------------------------------------------
 
 DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
@@ -548,6 +577,14 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "pause; Runner's resumed stream leaves it out. The guardrail trips alike, and the output reaches neither the "
         "final output nor the thread",
         _resumed_stream_reports_blocked_output,
+    ),
+    Difference(
+        "sibling_finished_first",
+        "when a call's failure ends the turn, a sibling call that never pauses (an `as_tool` refusing its arguments) "
+        "finishes first with us (its on_tool_end and, streamed, its tool_output), where Runner, which invokes each "
+        "tool in a task of its own, cancels it before it ends. The tools that ran, the error and everything else are "
+        "compared as they are",
+        _sibling_finished_first,
     ),
     Difference(
         "event_names",

@@ -174,6 +174,12 @@ SCENARIOS: list[Scenario] = [
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none"),)),
         responses=((Call(tool="ghost"), Call(tool="tool_0")),),
     ), "fuzz_unknown_tool_answer_keeps_its_place"),
+    # A tool input guardrail raises while an `as_tool` sibling refuses its arguments: ours lets the sibling end.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", input_guard="raise"),
+                               ToolSpec(name="tool_1", params="text_and_int", sub_agent=True)), hooks=True),
+        responses=((Call(tool="tool_0", n=0), Call(tool="tool_1", shape="coercible", n=0)),),
+    ), "fuzz_as_tool_sibling_finished_first"),
     # Streamed, resumed: the approved call's output that ends the turn and trips the output guardrail is reported.
     resumed_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="always"),),
