@@ -395,25 +395,34 @@ def _outputs_runs(items: list[Any]) -> list[tuple[int, int]]:
     return runs
 
 
-def _unknown_answers_last(items: list[Any]) -> list[Any]:
-    result = list(items)
-    for start, end in _outputs_runs(items):
-        run = items[start:end]
-        result[start:end] = [i for i in run if not _is_unknown_tool_answer(i)] + [
-            i for i in run if _is_unknown_tool_answer(i)
-        ]
-    return result
+def _same_but_where_unknown_answers_are(theirs: list[Any], mine: list[Any]) -> bool:
+    """Both lists' runs of outputs hold the same outputs of tools that ran, in the same order, and the same
+    unknown-tool answers, in the same order: only where the answers sit among the others may differ."""
+    runs = _outputs_runs(mine)
+    if len(theirs) != len(mine) or runs != _outputs_runs(theirs):
+        return False
+    for start, end in runs:
+        for unknown in (True, False):
+            if [i for i in theirs[start:end] if _is_unknown_tool_answer(i) is unknown] != [
+                i for i in mine[start:end] if _is_unknown_tool_answer(i) is unknown
+            ]:
+                return False
+    return [i for i in theirs if not _is_output(i)] == [i for i in mine if not _is_output(i)]
+
+
+def _is_output(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "function_call_output"
 
 
 def _unknown_tool_answer_order(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     """Ours stores a response's outputs in the order of its calls, an unknown tool's answer too; Runner (told to
-    answer one, `return_error_to_model`) puts those answers after the outputs of the tools it ran. Equal when ours,
-    with its unknown-tool answers moved after the other outputs of their response, is Runner's."""
+    answer one, `return_error_to_model`) puts those answers after the outputs of the tools it ran (before a pause:
+    those that ran before it). Equal when only where the unknown-tool answers sit differs."""
     pairs = [(runner.items or [], ours.items or [])] + [
         (theirs.input, mine.input) for theirs, mine in zip(runner.calls, ours.calls, strict=False)
         if isinstance(theirs.input, list) and isinstance(mine.input, list)
     ]
-    if any(len(theirs) != len(mine) or _unknown_answers_last(mine) != theirs for theirs, mine in pairs):
+    if not all(_same_but_where_unknown_answers_are(theirs, mine) for theirs, mine in pairs):
         return
     for theirs, mine in pairs:
         theirs[:] = copy.deepcopy(mine)

@@ -180,6 +180,14 @@ SCENARIOS: list[Scenario] = [
                                ToolSpec(name="tool_1", params="text_and_int", sub_agent=True)), hooks=True),
         responses=((Call(tool="tool_0", n=0), Call(tool="tool_1", shape="coercible", n=0)),),
     ), "fuzz_as_tool_sibling_finished_first"),
+    # ... also when a sibling waits for approval: Runner's answer comes after the outputs of the tools that ran
+    # before the pause, the waiting call's output after the resume.
+    resumed_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none"),
+                               ToolSpec(name="tool_1", params="none", approval="always"))),
+        responses=((Call(tool="ghost"), Call(tool="tool_0", n=0), Call(tool="tool_1", n=0)),),
+        decisions=(Decision(),),
+    ), "fuzz_unknown_tool_answer_keeps_its_place_beside_a_pause", HarnessDecision(approve=["call_0_2"])),
     # Streamed, resumed: the approved call's output that ends the turn and trips the output guardrail is reported.
     resumed_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="always"),),
