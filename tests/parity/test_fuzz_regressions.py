@@ -159,6 +159,13 @@ SCENARIOS: list[Scenario] = [
                                ToolSpec(name="tool_1", params="none")), tool_use_behavior="custom"),
         responses=((Call(tool="tool_0", n=0), Call(tool="tool_1", n=0)),), decisions=(Decision(verdicts=("reject",)),),
     ), "fuzz_tool_use_behavior_function_reads_calls_answered_before_the_pause", HarnessDecision(reject=["call_0_0"])),
+    # Two pauses in two responses: the second resume reads only its own response's results.
+    resumed_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", raises=True, approval="always"),),
+                        tool_use_behavior="custom", hooks=True),
+        responses=((Call(tool="tool_0", n=0),), (Call(tool="tool_0", n=0),)), decisions=(Decision(), Decision()),
+    ), "fuzz_tool_use_behavior_after_a_second_pause", HarnessDecision(approve=["call_0_0"]),
+        HarnessDecision(approve=["call_1_0"])),
     # Reviewed differences of order (differences.py), each in the shrunk case that showed it.
     # Two calls with hooks: the same hook lines, interleaved by each loop's scheduler.
     build_scenario(Case(

@@ -264,7 +264,8 @@ async def _resumed_step(turn: Turn, setup: Setup) -> tuple[NextStep, int]:
     if not (calls or requests):
         return RUN_AGAIN, steps_before_pause(items)
     stops = bool(awaiting) and turn.agent.tool_use_behavior != "run_llm_again"
-    answered, order = answered_results(setup, items, awaiting) if stops else ([], {})
+    resumed = {step.call.call_id for step in calls}
+    answered, order = answered_results(setup, items, resumed) if stops and resumed else ([], {})
     return RunTools(calls, requests, answered=answered, order=order), steps_before_pause(items)
 
 

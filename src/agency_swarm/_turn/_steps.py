@@ -199,7 +199,8 @@ def answered_results(
     setup: Setup, items: list[dict[str, Any]], waiting: set[str]
 ) -> tuple[list[ToolResult], dict[str, int]]:
     """The paused response's function calls answered before the pause (`RunTools.answered`), and each of its calls'
-    place in it (`RunTools.order`). The response is the run of model items around its first waiting call."""
+    place in it (`RunTools.order`). The response is the run of model items around the first of the `waiting` calls
+    (those without an output, resumed now)."""
     first = next((index for index, item in enumerate(items)
                   if item.get("type") == "function_call" and str(item.get("call_id")) in waiting), None)
     if first is None:
