@@ -457,20 +457,35 @@ def _extra(longer: list[str], shorter: list[str]) -> list[str] | None:
 
 
 def _sibling_finished_first(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
-    """A call's failure ends the turn while a sibling that never pauses (an `as_tool` refusing its arguments) is
-    running: ours lets that sibling finish first (its on_tool_end, and streamed its tool_output); Runner invokes
-    each tool in a task of its own, cancelled before it ends. Equal when those are all ours has more."""
+    """A call's failure ends the turn while a sibling that does not pause runs: ours lets the sibling finish first
+    (its tool runs, its on_tool_end, streamed its tool_output); Runner, which invokes each tool in a task of its
+    own after extra scheduling steps, cancels it before. Equal when ours has only those more, each hook line
+    among the same lines."""
     if runner.error is None or type(ours.error) is not type(runner.error):
         return
-    ends = _extra(ours.hook_calls, runner.hook_calls)
-    started = {line for line in runner.hook_calls if line.startswith("on_tool_start(")}
-    if not ends or any(_TOOL_END.fullmatch(line) is None or
-                       f"on_tool_start({_TOOL_END.fullmatch(line).group(1)})" not in started for line in ends):
+    theirs, mine = _phases(runner.hook_calls), _phases(ours.hook_calls)
+    if len(theirs) != len(mine):
         return
+    ended: Counter[str] = Counter()
+    for their_part, my_part in zip(theirs, mine, strict=True):
+        more, fewer = Counter(my_part) - Counter(their_part), Counter(their_part) - Counter(my_part)
+        tools = [_TOOL_END.fullmatch(line) for line in more.elements()]
+        if fewer or not all(match and f"on_tool_start({match.group(1)})" in their_part for match in tools):
+            return
+        ended.update(match.group(1) for match in tools if match)
+    extra_runs = Counter(name for name, _ in ours.tool_runs) - Counter(name for name, _ in runner.tool_runs)
+    if _extra(sorted(ours.tool_runs, key=repr), sorted(runner.tool_runs, key=repr)) is None:
+        return
+    if runner.hook_calls and any(ended[name] < count for name, count in extra_runs.items()):
+        return  # with hooks, each tool that ran more has its on_tool_end
     outputs = _extra(ours.events, runner.events) if ours.stream else []
-    if outputs is None or any(event != "tool_output" for event in outputs) or len(outputs) > len(ends):
+    if outputs is None or any(event != "tool_output" for event in outputs):
         return
-    ours.hook_calls, ours.events = list(runner.hook_calls), list(runner.events) if ours.stream else ours.events
+    if not (ended or extra_runs or outputs):
+        return
+    ours.hook_calls, ours.tool_runs = list(runner.hook_calls), list(runner.tool_runs)
+    if ours.stream:
+        ours.events = list(runner.events)
 
 
 # -- THE list -------------------------------------------------------------------------------------------------
@@ -589,10 +604,12 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
     ),
     Difference(
         "sibling_finished_first",
-        "when a call's failure ends the turn, a sibling call that never pauses (an `as_tool` refusing its arguments) "
-        "finishes first with us (its on_tool_end and, streamed, its tool_output), where Runner, which invokes each "
-        "tool in a task of its own, cancels it before it ends. The tools that ran, the error and everything else are "
-        "compared as they are",
+        "the calls of one response run concurrently: when one call's failure ends the turn (a tool guardrail that "
+        "raises, failure_error_function=None), a sibling call that does not pause finishes first with us (it runs, "
+        "its on_tool_end, streamed its tool_output), where Runner, which invokes each tool in a task of its own after "
+        "extra scheduling steps, cancels it first (Runner too lets it finish when the failing call awaits anything, "
+        "e.g. a guardrail that calls a model). The failing call never runs, its guardrail trips alike, and the error "
+        "and everything else are compared as they are",
         _sibling_finished_first,
     ),
     Difference(

@@ -49,7 +49,7 @@ def _ordering_differences(case: Case) -> list[str]:
         found.append("hosted_items_announced_first")
     if any(_unknown_and_known(case, response) for response in case.responses):
         found.append("unknown_tool_answer_order")
-    if parallel and any(tool.can_end_turn for tool in spec.tools) and any(tool.sub_agent for tool in spec.tools):
+    if parallel and any(tool.can_end_turn for tool in spec.tools):
         found.append("sibling_finished_first")
     if case.decisions and spec.output_guardrail == "trip" and spec.tool_use_behavior != "run_llm_again":
         found.append("resumed_stream_reports_blocked_output")

@@ -195,6 +195,12 @@ SCENARIOS: list[Scenario] = [
         responses=((Call(tool="ghost"), Call(tool="tool_0", n=0), Call(tool="tool_1", n=0)),),
         decisions=(Decision(),),
     ), "fuzz_unknown_tool_answer_keeps_its_place_beside_a_pause", HarnessDecision(approve=["call_0_2"])),
+    # A tool input guardrail raises while a function sibling runs: ours lets the sibling run and end first.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", raises=True),
+                               ToolSpec(name="tool_2", params="none", input_guard="raise")), hooks=True),
+        responses=((Call(tool="tool_0", n=0), Call(tool="tool_2", n=0)),),
+    ), "fuzz_function_sibling_finished_first"),
     # Streamed, resumed: the approved call's output that ends the turn and trips the output guardrail is reported.
     resumed_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="always"),),
