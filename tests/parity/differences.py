@@ -85,7 +85,21 @@ def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | 
     rewritten = {old: only for old, new in choices.items() if len(new) == 1 and (only := next(iter(new))) is not None}
     if isinstance(outcome.final_output, str) and outcome.final_output in rewritten:
         outcome.final_output = rewritten[outcome.final_output]  # a tool's output that ended the turn
+    _rewrite_checked_outputs(outcome, rewritten)
     outcome.hook_calls = [_rewrite_on_end(line, rewritten) for line in outcome.hook_calls]
+
+
+def _rewrite_checked_outputs(outcome: Outcome, rewritten: dict[str, str]) -> None:
+    """The output an output guardrail checked (in the result view): a tool's output that ended the turn too."""
+    view = outcome.result_view
+    if not view or not isinstance(view.get("output_guardrail_results"), list):
+        return
+    results = copy.deepcopy(view["output_guardrail_results"])
+    for result in results:
+        checked = result.get("agent_output", {})
+        if isinstance(checked.get("value"), str) and checked["value"] in rewritten:
+            checked["value"] = rewritten[checked["value"]]
+    outcome.result_view = {**view, "output_guardrail_results": results}
 
 
 def _rewrite_on_end(line: str, rewritten: dict[str, str]) -> str:
