@@ -449,13 +449,19 @@ def _resumed_stream_reports_blocked_output(scenario: Scenario, runner: Outcome, 
     tripped = (OutputGuardrailTripwireTriggered,)
     if not (ours.stream and scenario.decisions and isinstance(runner.error, tripped)):
         return
-    if type(ours.error) is not type(runner.error) or "agent_started" not in ours.events:
+    if type(ours.error) is not type(runner.error) or "agent_started" not in runner.events:
         return
-    last = len(ours.events) - ours.events[::-1].index("agent_started")
-    tail = ours.events[last:]
-    kept = ours.events[:last] + [event for event in tail if event != "tool_output"]
-    if "tool_output" in tail and "tool_output" not in runner.events[last:] and kept == runner.events:
-        ours.events = kept
+    if ours.events.count("agent_started") != runner.events.count("agent_started"):
+        return
+    mine, theirs = _last_run(ours.events), _last_run(runner.events)
+    kept = [event for event in mine if event != "tool_output"]
+    if "tool_output" in mine and "tool_output" not in theirs and kept == theirs:  # earlier runs: compared as they are
+        ours.events = ours.events[: len(ours.events) - len(mine)] + kept
+
+
+def _last_run(events: list[str]) -> list[str]:
+    """The events of the last run's stream, after its agent_started."""
+    return events[len(events) - events[::-1].index("agent_started"):]
 
 
 def _extra(longer: list[str], shorter: list[str]) -> list[str] | None:

@@ -41,6 +41,8 @@ def _ordering_differences(case: Case) -> list[str]:
     """The documented differences of order: of concurrent calls' hooks, of stream events, of stored outputs."""
     found: list[str] = []
     spec = case.agent
+    if case.decisions and spec.output_guardrail == "trip" and spec.tool_use_behavior != "run_llm_again":
+        found.append("resumed_stream_reports_blocked_output")  # first: the others then compare every run
     parallel = any(sum(isinstance(item, Call) for item in response) > 1 for response in case.responses)
     guarded = any(tool.input_guard or tool.output_guard for tool in spec.tools)
     if parallel and (spec.hooks or guarded):  # what the hooks and the fuzz's tool guardrails log, in order
@@ -51,8 +53,6 @@ def _ordering_differences(case: Case) -> list[str]:
         found.append("unknown_tool_answer_order")
     if parallel and any(tool.can_end_turn for tool in spec.tools):
         found.append("sibling_finished_first")
-    if case.decisions and spec.output_guardrail == "trip" and spec.tool_use_behavior != "run_llm_again":
-        found.append("resumed_stream_reports_blocked_output")
     return found
 
 

@@ -213,6 +213,11 @@ SCENARIOS: list[Scenario] = [
                         tool_use_behavior="stop_on_first_tool", output_guardrail="trip"),
         responses=((Call(tool="tool_0"),),), decisions=(Decision(),),
     ), "fuzz_resumed_stream_reports_blocked_output", HarnessDecision(approve=["call_0_0"])),
+    resumed_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", approval="always", sub_agent=True),),
+                        tool_use_behavior="stop_on_first_tool", output_guardrail="trip", hooks=True),
+        responses=((Call(tool="ghost"), Hosted("web_search"), Call(tool="tool_0", n=0)),), decisions=(Decision(),),
+    ), "fuzz_resumed_stream_reports_blocked_output_after_hosted_items", HarnessDecision(approve=["call_0_2"])),
 ]
 
 
