@@ -496,7 +496,8 @@ def _sibling_finished_first(scenario: Scenario, runner: Outcome, ours: Outcome) 
     extra_runs = Counter(name for name, _ in ours.tool_runs) - Counter(name for name, _ in runner.tool_runs)
     if _extra(sorted(ours.tool_runs, key=repr), sorted(runner.tool_runs, key=repr)) is None:
         return
-    if runner.hook_calls and any(ended[name] < count for name, count in extra_runs.items()):
+    hooked = any(line.startswith("on_start(") for line in runner.hook_calls)  # the agent has AgentHooks
+    if hooked and any(ended[name] < count for name, count in extra_runs.items()):
         return  # with hooks, each tool that ran more has its on_tool_end
     outputs = _extra(ours.events, runner.events) if ours.stream else []
     if outputs is None or any(event != "tool_output" for event in outputs):
