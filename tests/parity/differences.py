@@ -476,11 +476,15 @@ def _extra(longer: list[str], shorter: list[str]) -> list[str] | None:
     return extra if position == len(shorter) else None
 
 
+_TOOL_OUT_GUARD = re.compile(r"(\w+)_out saw .*", re.S)
+"""The fuzz's tool output guardrail's line (fuzz_cases._tool_guards): `<tool>_out saw <output>`."""
+
+
 def _sibling_finished_first(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     """A call's failure ends the turn while a sibling that does not pause runs: ours lets the sibling finish first
-    (its tool runs, its on_tool_end, streamed its tool_output); Runner, which invokes each tool in a task of its
-    own after extra scheduling steps, cancels it before. Equal when ours has only those more, each hook line
-    among the same lines."""
+    (it runs, its output guardrails and on_tool_end, streamed its tool_output); Runner, which invokes each tool in
+    a task of its own after extra scheduling steps, cancels it before. Equal when ours has only those more, each
+    hook line among the same lines."""
     if runner.error is None or type(ours.error) is not type(runner.error):
         return
     theirs, mine = _phases(runner.hook_calls), _phases(ours.hook_calls)
@@ -489,10 +493,10 @@ def _sibling_finished_first(scenario: Scenario, runner: Outcome, ours: Outcome) 
     ended: Counter[str] = Counter()
     for their_part, my_part in zip(theirs, mine, strict=True):
         more, fewer = Counter(my_part) - Counter(their_part), Counter(their_part) - Counter(my_part)
-        tools = [_TOOL_END.fullmatch(line) for line in more.elements()]
+        tools = [_TOOL_END.fullmatch(line) or _TOOL_OUT_GUARD.fullmatch(line) for line in more.elements()]
         if fewer or not all(match and f"on_tool_start({match.group(1)})" in their_part for match in tools):
-            return
-        ended.update(match.group(1) for match in tools if match)
+            return  # only a started sibling's end: its on_tool_end, its output guardrail
+        ended.update(match.group(1) for match in tools if match and match.re is _TOOL_END)
     extra_runs = Counter(name for name, _ in ours.tool_runs) - Counter(name for name, _ in runner.tool_runs)
     if _extra(sorted(ours.tool_runs, key=repr), sorted(runner.tool_runs, key=repr)) is None:
         return
