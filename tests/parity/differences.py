@@ -631,8 +631,9 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "sibling_finished_first",
         "the calls of one response run concurrently: when one call's failure ends the turn (a tool guardrail that "
         "raises, failure_error_function=None), a sibling call that does not pause finishes first with us (it runs, "
-        "its on_tool_end, streamed its tool_output), where Runner, which invokes each tool in a task of its own after "
-        "extra scheduling steps, cancels it first (Runner too lets it finish when the failing call awaits anything, "
+        "its output guardrails and on_tool_end, streamed its tool_output), where Runner, which invokes each tool in "
+        "a task of its own after extra scheduling steps, cancels it first (Runner too lets it finish when the failing "
+        "call awaits anything, "
         "e.g. a guardrail that calls a model). The failing call never runs, its guardrail trips alike, and the error "
         "and everything else are compared as they are",
         _sibling_finished_first,
