@@ -187,6 +187,22 @@ def _rewrite_sdk_error_pairs(runner: Outcome, ours: Outcome, ours_pattern: str, 
 
     _rewrite_tool_end(ours, ours_documented)
     _rewrite_tool_end(runner, runner_documented)
+    _align_final_output(runner, ours)
+
+
+def _align_final_output(runner: Outcome, ours: Outcome) -> None:
+    """A final output that is a tool's error text: Runner's generic text may be ambiguous (two calls got it, one
+    documented), ours names its call. When ours' final output became a placeholder one of Runner's calls got too,
+    Runner's generic final output (and on_end, and what an output guardrail checked) gets it as well."""
+    placeholder = ours.final_output
+    if not (isinstance(placeholder, str) and placeholder.startswith("<") and runner.final_output == SDK_TOOL_ERROR):
+        return
+    outputs = {item.get("output") for item in runner.items or [] if item.get("type") == "function_call_output"}
+    if placeholder not in outputs:
+        return
+    runner.final_output = placeholder
+    runner.hook_calls = [_rewrite_on_end(line, {SDK_TOOL_ERROR: placeholder}) for line in runner.hook_calls]
+    _rewrite_checked_outputs(runner, {SDK_TOOL_ERROR: placeholder})
 
 
 def _tool_error_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:

@@ -152,6 +152,12 @@ SCENARIOS: list[Scenario] = [
                         tool_use_behavior="stop_on_first_tool", hooks=True),
         responses=((Call(tool="tool_0", shape="coercible", n=0), Call(tool="tool_2", n=0, namespace="notes")),),
     ), "fuzz_same_generic_text_documented_for_one_call_only"),
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", raises=True),
+                               ToolSpec(name="tool_1", params="text_and_int", sub_agent=True)),
+                        tool_use_behavior="stop_on_first_tool", hooks=True),
+        responses=((Call(tool="tool_0", n=0), Call(tool="tool_1", shape="coercible", n=0)),),
+    ), "fuzz_same_generic_text_documented_one_ends_the_turn"),
     # A call that ran beside one that waited for approval: on resume, tool_use_behavior reads both results, as
     # Runner's resumed turn does (StopAtTools ends the turn with the call that ran first).
     resumed_scenario(Case(
