@@ -188,6 +188,12 @@ def _rewrite_sdk_error_pairs(runner: Outcome, ours: Outcome, ours_pattern: str, 
     _rewrite_tool_end(ours, ours_documented)
     _rewrite_tool_end(runner, runner_documented)
     _align_final_output(runner, ours)
+    for index, (their_line, my_line) in enumerate(zip(runner.hook_calls, ours.hook_calls, strict=False)):
+        named = re.search(r"tool '([\w.]+)'", my_line)  # on_end of a run that raised: no items to pair it with
+        if their_line == f"on_end({SDK_TOOL_ERROR!r})" and my_line.startswith("on_end(") and named:
+            text = _literal(my_line[len("on_end("):-1])
+            if isinstance(text, str) and our_side(named.group(1), "", text) is not None:
+                runner.hook_calls[index] = ours.hook_calls[index] = f"on_end({f'<{label}: {named.group(1)}>'!r})"
 
 
 def _align_final_output(runner: Outcome, ours: Outcome) -> None:

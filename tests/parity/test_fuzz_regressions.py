@@ -56,6 +56,11 @@ SCENARIOS: list[Scenario] = [
                         tool_use_behavior="stop_on_first_tool", output_guardrail="pass", hooks=True),
         responses=((Call(tool="tool_0", n=0),),),
     ), "fuzz_output_guardrail_checks_error_text_as_final_output"),
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", raises=True),),
+                        tool_use_behavior="stop_on_first_tool", output_guardrail="trip", hooks=True),
+        responses=((Call(tool="tool_0", n=0),),),
+    ), "fuzz_on_end_sees_error_text_before_a_tripped_output_guardrail"),
     # A namespaced call with invalid arguments: ours names the tool `'files.tool_1'`.
     build_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_1", namespace="files"),), tool_use_behavior="stop_on_first_tool"),
