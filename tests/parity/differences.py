@@ -512,17 +512,18 @@ def _sibling_finished_first(scenario: Scenario, runner: Outcome, ours: Outcome) 
     theirs, mine = _phases(runner.hook_calls), _phases(ours.hook_calls)
     if len(theirs) != len(mine):
         return
+    extra_runs = Counter(name for name, _ in ours.tool_runs) - Counter(name for name, _ in runner.tool_runs)
+    hooked = any(line.startswith("on_start(") for line in runner.hook_calls)  # the agent has AgentHooks
     ended: Counter[str] = Counter()
     for their_part, my_part in zip(theirs, mine, strict=True):
         more, fewer = Counter(my_part) - Counter(their_part), Counter(their_part) - Counter(my_part)
         tools = [_TOOL_END.fullmatch(line) or _TOOL_OUT_GUARD.fullmatch(line) for line in more.elements()]
-        if fewer or not all(match and f"on_tool_start({match.group(1)})" in their_part for match in tools):
+        if fewer or not all(match and (f"on_tool_start({match.group(1)})" in their_part if hooked
+                                       else match.group(1) in extra_runs) for match in tools):
             return  # only a started sibling's end: its on_tool_end, its output guardrail
         ended.update(match.group(1) for match in tools if match and match.re is _TOOL_END)
-    extra_runs = Counter(name for name, _ in ours.tool_runs) - Counter(name for name, _ in runner.tool_runs)
     if _extra(sorted(ours.tool_runs, key=repr), sorted(runner.tool_runs, key=repr)) is None:
         return
-    hooked = any(line.startswith("on_start(") for line in runner.hook_calls)  # the agent has AgentHooks
     if hooked and any(ended[name] < count for name, count in extra_runs.items()):
         return  # with hooks, each tool that ran more has its on_tool_end
     outputs = _extra(ours.events, runner.events) if ours.stream else []

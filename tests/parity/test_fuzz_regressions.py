@@ -228,6 +228,11 @@ SCENARIOS: list[Scenario] = [
                                ToolSpec(name="tool_1", params="none", input_guard="raise")), hooks=True),
         responses=((Call(tool="tool_0", n=0), Call(tool="tool_1", n=0)),),
     ), "fuzz_guarded_function_sibling_finished_first"),
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", raises=True, output_guard="allow"),
+                               ToolSpec(name="tool_1", params="none", input_guard="raise"))),
+        responses=((Call(tool="tool_0", n=0), Call(tool="tool_1", n=0)),),
+    ), "fuzz_guarded_function_sibling_finished_first_without_hooks"),
     # Streamed, resumed: the approved call's output that ends the turn and trips the output guardrail is reported.
     resumed_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="always"),),
