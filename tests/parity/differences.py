@@ -18,8 +18,10 @@ import ast
 import copy
 import dataclasses
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from agents import (
     InputGuardrailTripwireTriggered,
@@ -66,7 +68,7 @@ def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | 
     `rewrite(tool_name, call_id, text)` returns the replacement, or None to leave the text alone.
     """
     names = _tool_names(outcome)
-    rewritten: dict[str, str] = {}
+    choices: dict[str, set[str | None]] = {}
     lists = [outcome.items or [], *(c.input for c in outcome.calls if isinstance(c.input, list))]
     for items in lists:
         for item in items:
@@ -75,11 +77,29 @@ def _rewrite_outputs(outcome: Outcome, rewrite: Callable[[str, str, str], str | 
                 if isinstance(output, str):
                     call_id = str(item.get("call_id"))
                     new = rewrite(names.get(call_id, "?"), call_id, output)
+                    choices.setdefault(output, set()).add(new)
                     if new is not None:
-                        item["output"] = rewritten[output] = new
+                        item["output"] = new
+    # The final output (and on_end) is a text, not a call: rewritten only when every call with that text was
+    # rewritten alike (two calls may have the same text, e.g. the SDK's generic one, and only one be documented).
+    rewritten = {old: only for old, new in choices.items() if len(new) == 1 and (only := next(iter(new))) is not None}
     if isinstance(outcome.final_output, str) and outcome.final_output in rewritten:
         outcome.final_output = rewritten[outcome.final_output]  # a tool's output that ended the turn
+    _rewrite_checked_outputs(outcome, rewritten)
     outcome.hook_calls = [_rewrite_on_end(line, rewritten) for line in outcome.hook_calls]
+
+
+def _rewrite_checked_outputs(outcome: Outcome, rewritten: dict[str, str]) -> None:
+    """The output an output guardrail checked (in the result view): a tool's output that ended the turn too."""
+    view = outcome.result_view
+    if not view or not isinstance(view.get("output_guardrail_results"), list):
+        return
+    results = copy.deepcopy(view["output_guardrail_results"])
+    for result in results:
+        checked = result.get("agent_output", {})
+        if isinstance(checked.get("value"), str) and checked["value"] in rewritten:
+            checked["value"] = rewritten[checked["value"]]
+    outcome.result_view = {**view, "output_guardrail_results": results}
 
 
 def _rewrite_on_end(line: str, rewritten: dict[str, str]) -> str:
@@ -152,8 +172,43 @@ def _rewrite_sdk_error_pairs(runner: Outcome, ours: Outcome, ours_pattern: str, 
 
     _rewrite_outputs(ours, our_side)
     _rewrite_outputs(runner, runner_side)
-    _rewrite_tool_end(ours, lambda tool, text: our_side(tool, "", text) is not None)
-    _rewrite_tool_end(runner, lambda tool, text: text == SDK_TOOL_ERROR)
+    ours_rewritten: Counter[str] = Counter()
+
+    def ours_documented(tool: str, text: str) -> bool:
+        documented = our_side(tool, "", text) is not None
+        ours_rewritten[tool] += documented
+        return documented
+
+    def runner_documented(tool: str, text: str) -> bool:  # as many of Runner's lines as ours had, tool by tool
+        if text != SDK_TOOL_ERROR or ours_rewritten[tool] <= 0:
+            return False
+        ours_rewritten[tool] -= 1
+        return True
+
+    _rewrite_tool_end(ours, ours_documented)
+    _rewrite_tool_end(runner, runner_documented)
+    _align_final_output(runner, ours)
+    for index, (their_line, my_line) in enumerate(zip(runner.hook_calls, ours.hook_calls, strict=False)):
+        named = re.search(r"tool '([\w.]+)'", my_line)  # on_end of a run that raised: no items to pair it with
+        if their_line == f"on_end({SDK_TOOL_ERROR!r})" and my_line.startswith("on_end(") and named:
+            text = _literal(my_line[len("on_end("):-1])
+            if isinstance(text, str) and our_side(named.group(1), "", text) is not None:
+                runner.hook_calls[index] = ours.hook_calls[index] = f"on_end({f'<{label}: {named.group(1)}>'!r})"
+
+
+def _align_final_output(runner: Outcome, ours: Outcome) -> None:
+    """A final output that is a tool's error text: Runner's generic text may be ambiguous (two calls got it, one
+    documented), ours names its call. When ours' final output became a placeholder one of Runner's calls got too,
+    Runner's generic final output (and on_end, and what an output guardrail checked) gets it as well."""
+    placeholder = ours.final_output
+    if not (isinstance(placeholder, str) and placeholder.startswith("<") and runner.final_output == SDK_TOOL_ERROR):
+        return
+    outputs = {item.get("output") for item in runner.items or [] if item.get("type") == "function_call_output"}
+    if placeholder not in outputs:
+        return
+    runner.final_output = placeholder
+    runner.hook_calls = [_rewrite_on_end(line, {SDK_TOOL_ERROR: placeholder}) for line in runner.hook_calls]
+    _rewrite_checked_outputs(runner, {SDK_TOOL_ERROR: placeholder})
 
 
 def _tool_error_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
@@ -301,6 +356,186 @@ def _local_tool_refused(scenario: Scenario, runner: Outcome, ours: Outcome) -> N
         runner.replaced = ours.replaced = True
 
 
+_TOOL_PHASE = re.compile(r"on_tool_start\(.*\)|on_tool_end\(.*\)|\w+_(in|out) saw .*", re.S)
+
+
+def _phases(lines: list[str]) -> list[list[str]]:
+    """Hook lines cut into runs: each run of tool-phase lines (a tool's hooks and tool guardrails) is one part, any
+    other line a part of its own."""
+    parts: list[list[str]] = []
+    for line in lines:
+        if _TOOL_PHASE.fullmatch(line) and parts and _TOOL_PHASE.fullmatch(parts[-1][0]):
+            parts[-1].append(line)
+        else:
+            parts.append([line])
+    return parts
+
+
+def _concurrent_calls_interleaved(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Calls of one response run concurrently: each side interleaves their hooks and tool guardrails as its
+    scheduler runs them. Equal when every other hook line is in the same place and each run of tool-phase lines
+    holds the same lines on both sides."""
+    theirs, mine = _phases(runner.hook_calls), _phases(ours.hook_calls)
+    if len(theirs) != len(mine) or theirs == mine:
+        return
+    for their_part, my_part in zip(theirs, mine, strict=True):
+        tool_phase = _TOOL_PHASE.fullmatch(my_part[0]) is not None
+        if their_part != my_part and not (tool_phase and Counter(their_part) == Counter(my_part)):
+            return
+    runner.hook_calls = list(ours.hook_calls)
+
+
+_ANNOUNCED = frozenset({"tool_called", "hosted_item"})
+
+
+def _hosted_items_first(events: list[str]) -> list[str]:
+    """Each run of tool_called / hosted_item events with its hosted_item events moved to its front."""
+    result: list[str] = []
+    start = 0
+    for index in range(len(events) + 1):
+        if index == len(events) or events[index] not in _ANNOUNCED:
+            run = events[start:index]
+            result += [e for e in run if e == "hosted_item"] + [e for e in run if e != "hosted_item"]
+            if index < len(events):
+                result.append(events[index])
+            start = index + 1
+    return result
+
+
+def _hosted_items_announced_first(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Streamed: ours emits a response's hosted items (run by the API before the response arrived) when the response
+    arrives, then a tool_called as each function call starts; Runner emits them all in the response's order."""
+    if ours.stream and runner.events != ours.events and _hosted_items_first(runner.events) == ours.events:
+        runner.events = list(ours.events)
+
+
+def _is_unknown_tool_answer(item: Any) -> bool:
+    """An unknown tool's output on either side, in its own words or as unknown_tool_answered's placeholder."""
+    output = item.get("output")
+    return isinstance(output, str) and (
+        output.startswith(("<no tool ", "Error: there is no tool named "))
+        or re.fullmatch(r"Tool '[\w.]+' not found\.", output) is not None
+    )
+
+
+def _outputs_runs(items: list[Any]) -> list[tuple[int, int]]:
+    """(start, end) of each run of consecutive function_call_output items."""
+    runs, start = [], None
+    for index, item in enumerate([*items, None]):
+        is_output = isinstance(item, dict) and item.get("type") == "function_call_output"
+        if is_output and start is None:
+            start = index
+        elif not is_output and start is not None:
+            runs.append((start, index))
+            start = None
+    return runs
+
+
+def _same_but_where_unknown_answers_are(theirs: list[Any], mine: list[Any]) -> bool:
+    """Both lists' runs of outputs hold the same outputs of tools that ran, in the same order, and the same
+    unknown-tool answers, in the same order: only where the answers sit among the others may differ."""
+    runs = _outputs_runs(mine)
+    if len(theirs) != len(mine) or runs != _outputs_runs(theirs):
+        return False
+    for start, end in runs:
+        for unknown in (True, False):
+            if [i for i in theirs[start:end] if _is_unknown_tool_answer(i) is unknown] != [
+                i for i in mine[start:end] if _is_unknown_tool_answer(i) is unknown
+            ]:
+                return False
+    return [i for i in theirs if not _is_output(i)] == [i for i in mine if not _is_output(i)]
+
+
+def _is_output(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") == "function_call_output"
+
+
+def _unknown_tool_answer_order(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Ours stores a response's outputs in the order of its calls, an unknown tool's answer too; Runner (told to
+    answer one, `return_error_to_model`) puts those answers after the outputs of the tools it ran (before a pause:
+    those that ran before it). Equal when only where the unknown-tool answers sit differs."""
+    pairs = [(runner.items or [], ours.items or [])] + [
+        (theirs.input, mine.input) for theirs, mine in zip(runner.calls, ours.calls, strict=False)
+        if isinstance(theirs.input, list) and isinstance(mine.input, list)
+    ]
+    if not all(_same_but_where_unknown_answers_are(theirs, mine) for theirs, mine in pairs):
+        return
+    for theirs, mine in pairs:
+        theirs[:] = copy.deepcopy(mine)
+
+
+def _resumed_stream_reports_blocked_output(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Streamed, resumed: an approved call whose output ends the turn and then trips an output guardrail gets its
+    tool_output in our resumed stream, as in Runner's stream of a run that did not pause; Runner's resumed stream
+    leaves it out. The tripwire, the withheld output and the items are compared as they are."""
+    tripped = (OutputGuardrailTripwireTriggered,)
+    if not (ours.stream and scenario.decisions and isinstance(runner.error, tripped)):
+        return
+    if type(ours.error) is not type(runner.error) or "agent_started" not in runner.events:
+        return
+    if ours.events.count("agent_started") != runner.events.count("agent_started"):
+        return
+    mine, theirs = _last_run(ours.events), _last_run(runner.events)
+    kept = [event for event in mine if event != "tool_output"]
+    if "tool_output" in mine and "tool_output" not in theirs and kept == theirs:  # earlier runs: compared as they are
+        ours.events = ours.events[: len(ours.events) - len(mine)] + kept
+
+
+def _last_run(events: list[str]) -> list[str]:
+    """The events of the last run's stream, after its agent_started."""
+    return events[len(events) - events[::-1].index("agent_started"):]
+
+
+def _extra(longer: list[str], shorter: list[str]) -> list[str] | None:
+    """The items of `longer` that are not in `shorter`, when `shorter` is `longer` with some items left out."""
+    extra: list[str] = []
+    position = 0
+    for item in longer:
+        if position < len(shorter) and shorter[position] == item:
+            position += 1
+        else:
+            extra.append(item)
+    return extra if position == len(shorter) else None
+
+
+_TOOL_OUT_GUARD = re.compile(r"(\w+)_out saw .*", re.S)
+"""The fuzz's tool output guardrail's line (fuzz_cases._tool_guards): `<tool>_out saw <output>`."""
+
+
+def _sibling_finished_first(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """A call's failure ends the turn while a sibling that does not pause runs: ours lets the sibling finish first
+    (it runs, its output guardrails and on_tool_end, streamed its tool_output); Runner, which invokes each tool in
+    a task of its own after extra scheduling steps, cancels it before. Equal when ours has only those more, each
+    hook line among the same lines."""
+    if runner.error is None or type(ours.error) is not type(runner.error):
+        return
+    theirs, mine = _phases(runner.hook_calls), _phases(ours.hook_calls)
+    if len(theirs) != len(mine):
+        return
+    extra_runs = Counter(name for name, _ in ours.tool_runs) - Counter(name for name, _ in runner.tool_runs)
+    hooked = any(line.startswith("on_start(") for line in runner.hook_calls)  # the agent has AgentHooks
+    ended: Counter[str] = Counter()
+    for their_part, my_part in zip(theirs, mine, strict=True):
+        more, fewer = Counter(my_part) - Counter(their_part), Counter(their_part) - Counter(my_part)
+        tools = [_TOOL_END.fullmatch(line) or _TOOL_OUT_GUARD.fullmatch(line) for line in more.elements()]
+        if fewer or not all(match and (f"on_tool_start({match.group(1)})" in their_part if hooked
+                                       else match.group(1) in extra_runs) for match in tools):
+            return  # only a started sibling's end: its on_tool_end, its output guardrail
+        ended.update(match.group(1) for match in tools if match and match.re is _TOOL_END)
+    if _extra(sorted(ours.tool_runs, key=repr), sorted(runner.tool_runs, key=repr)) is None:
+        return
+    if hooked and any(ended[name] < count for name, count in extra_runs.items()):
+        return  # with hooks, each tool that ran more has its on_tool_end
+    outputs = _extra(ours.events, runner.events) if ours.stream else []
+    if outputs is None or any(event != "tool_output" for event in outputs):
+        return
+    if not (ended or extra_runs or outputs):
+        return
+    ours.hook_calls, ours.tool_runs = list(runner.hook_calls), list(runner.tool_runs)
+    if ours.stream:
+        ours.events = list(runner.events)
+
+
 # -- THE list -------------------------------------------------------------------------------------------------
 
 DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
@@ -384,6 +619,47 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "ComputerTool, LocalShellTool, ShellTool and ApplyPatchTool run on the caller's machine: building an "
         "agency_swarm Agent/Agency with one raises ConfigError naming the tool; Runner runs them",
         _local_tool_refused,
+    ),
+    Difference(
+        "concurrent_calls_interleaved",
+        "the calls of one response run concurrently, and each loop's scheduler interleaves their hooks and tool "
+        "guardrails its own way (ours runs a call up to its first pause before the next starts; Runner's gathers "
+        "start both): the same lines, every other hook line in its place; each call's guardrails still run before "
+        "its tool, and single calls are compared in exact order",
+        _concurrent_calls_interleaved,
+    ),
+    Difference(
+        "hosted_items_announced_first",
+        "streamed: a response's hosted items (run by the API before the response arrived) get their hosted_item "
+        "events when the response arrives, before the tool_called of its function calls, each emitted as the call "
+        "starts; Runner emits both kinds in the response's order. Event order only",
+        _hosted_items_announced_first,
+    ),
+    Difference(
+        "unknown_tool_answer_order",
+        "a response's outputs are stored in the order of its calls, an unknown tool's answer included; Runner, told "
+        "to answer unknown tools (`return_error_to_model`, not its default), puts those answers after the outputs "
+        "of the tools it ran. The same outputs, in another order",
+        _unknown_tool_answer_order,
+    ),
+    Difference(
+        "resumed_stream_reports_blocked_output",
+        "streamed, after a resume: an approved call whose output ends the turn (tool_use_behavior) gets its "
+        "tool_output event before an output guardrail trips on it, as in Runner's own stream of a run that did not "
+        "pause; Runner's resumed stream leaves it out. The guardrail trips alike, and the output reaches neither the "
+        "final output nor the thread",
+        _resumed_stream_reports_blocked_output,
+    ),
+    Difference(
+        "sibling_finished_first",
+        "the calls of one response run concurrently: when one call's failure ends the turn (a tool guardrail that "
+        "raises, failure_error_function=None), a sibling call that does not pause finishes first with us (it runs, "
+        "its output guardrails and on_tool_end, streamed its tool_output), where Runner, which invokes each tool in "
+        "a task of its own after extra scheduling steps, cancels it first (Runner too lets it finish when the failing "
+        "call awaits anything, "
+        "e.g. a guardrail that calls a model). The failing call never runs, its guardrail trips alike, and the error "
+        "and everything else are compared as they are",
+        _sibling_finished_first,
     ),
     Difference(
         "event_names",

@@ -1,5 +1,5 @@
 """From a generated `Case` (generators.py) to a harness `Scenario`: tools, agent options, script, and the
-documented differences (and known open ones) that the case's own content makes applicable."""
+documented differences that the case's own content makes applicable."""
 
 from __future__ import annotations
 
@@ -415,24 +415,14 @@ def build_script(case: Case) -> list[list[Any]]:
 USAGE_FIELDS = ("requests", "input_tokens", "output_tokens", "total_tokens")
 
 
-def _usage_check(runner: Outcome, ours: Outcome) -> None:
+def usage_check(runner: Outcome, ours: Outcome) -> None:
     """Usage over the whole run, resumes included: requests and tokens (cache_write_tokens and
-    request_usage_entries are open). Runner's last result counts every run of a paused-and-resumed turn; ours
-    counts each run in its own result (open: `usage_not_cumulative_after_resume`), so their sum is accepted too,
-    and the OPEN case in test_fuzz_regressions.py compares strictly."""
-    if runner.result is None or ours.result is None:
-        return
-    theirs = [getattr(runner.result.context_wrapper.usage, name) for name in USAGE_FIELDS]
-    last = [getattr(ours.result.usage, name) for name in USAGE_FIELDS]
-    summed = [sum(getattr(result.usage, name) for result in ours.results) for name in USAGE_FIELDS]
-    assert theirs in (last, summed), f"usage {USAGE_FIELDS}: Runner {theirs}, ours {last} (summed over runs {summed})"
-
-
-def strict_usage_check(runner: Outcome, ours: Outcome) -> None:
-    """`_usage_check` without the open difference: ours' last result counts the whole run, as Runner's does."""
+    request_usage_entries are not compared here). Runner's last result counts every run of a paused-and-resumed
+    turn, and so does ours."""
     if runner.result is not None and ours.result is not None:
         theirs = [getattr(runner.result.context_wrapper.usage, name) for name in USAGE_FIELDS]
-        assert theirs == [getattr(ours.result.usage, name) for name in USAGE_FIELDS], "usage differs"
+        last = [getattr(ours.result.usage, name) for name in USAGE_FIELDS]
+        assert theirs == last, f"usage {USAGE_FIELDS}: Runner {theirs}, ours {last}"
 
 
 async def decided_scenario(case: Case, id: str = "fuzz") -> Scenario:
@@ -447,8 +437,8 @@ async def decided_scenario(case: Case, id: str = "fuzz") -> Scenario:
         if outcome.error is not None or not waiting:
             break
         decided.append(_harness_decision(decision, waiting))
-    resumed = ("resume_announces_calls",) if decided else ()
-    return dataclasses.replace(scenario, decisions=tuple(decided), differences=scenario.differences + resumed)
+    resumed = ("resume_announces_calls",) if decided else ()  # first: the event normalizers see its events
+    return dataclasses.replace(scenario, decisions=tuple(decided), differences=resumed + scenario.differences)
 
 
 def _harness_decision(decision: Decision, waiting: list[str]) -> HarnessDecision:
@@ -471,5 +461,5 @@ def build_scenario(case: Case, id: str = "fuzz") -> Scenario:
     return Scenario(
         id, script=lambda: build_script(case), agent=lambda kit: build_agent(case, kit),
         context=lambda: {"user": "ann"}, max_turns=case.max_turns, differences=differences,
-        runner_config=runner_config, check=_usage_check,
+        runner_config=runner_config, check=usage_check,
     )

@@ -1,13 +1,10 @@
-"""Which differences a generated `Case` can show, derived from what it contains: the reviewed ones
-(differences.py) its scenario declares, and the open ones (fixed on other branches, or found by the fuzzer and
-reported) under which a differing case is counted instead of failed."""
+"""Which reviewed differences (differences.py) a generated `Case` can show, each derived from what the case
+contains: a normalizer only acts where both sides show exactly the documented behaviour, so naming one where it
+does not apply hides nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from parity.generators import Call, Case, Hosted, Item, Text
-from parity.harness import Decision
 
 INVALID_SHAPES = frozenset({"missing", "wrong_type", "not_json", "not_object", "empty", "extra"})
 """Shapes that may fail validation (whether they do depends on the tool's parameters)."""
@@ -37,52 +34,25 @@ def documented_differences(case: Case) -> tuple[str, ...]:
         not case.final.valid or any(isinstance(item, Text) for response in case.responses for item in response)
     ):
         found.append("output_validation_error")
-    return tuple(found)
+    return (*found, *_ordering_differences(case))
 
 
-def known_open(case: Case, decisions: Sequence[Decision] = ()) -> tuple[str, ...]:
-    """Open differences other branches are fixing (listed in docs/design/parity.md's fuzzer section): a case that
-    shows one is counted, not failed; every other difference fails. `decisions`: the scenario's, as decided."""
+def _ordering_differences(case: Case) -> list[str]:
+    """The documented differences of order: of concurrent calls' hooks, of stream events, of stored outputs."""
     found: list[str] = []
     spec = case.agent
-    if spec.hooks and spec.input_guardrail == "pass_parallel":
-        found.append("on_start_order_vs_parallel_input_guardrail")
-    names = [tool.name for tool in spec.tools]
-    if len(names) != len(set(names)):
-        found.append("namespaced_same_name")
-    hosted = {item.kind for response in case.responses for item in response if isinstance(item, Hosted)}
-    if "mcp_approval" in hosted:
-        found.append("tool_choice_reset_after_mcp_approval")
-    if decisions and spec.output_guardrail == "trip" and spec.tool_use_behavior != "run_llm_again":
-        found.append("resumed_stream_tool_output_before_tripped_guardrail")
-    found += _found_by_fuzzer(case)
-    return tuple(found)
-
-
-def _found_by_fuzzer(case: Case) -> list[str]:
-    """Open differences the fuzzer found outside the list above (reported, each with its shrunk case in
-    test_fuzz_regressions.OPEN)."""
-    found: list[str] = []
-    spec = case.agent
-    if spec.hooks and spec.output_guardrail is not None:
-        found.append("on_end_before_output_guardrails")
-    if any(tool.sub_agent for tool in spec.tools):
-        found.append("as_tool_usage_not_counted")
-    namespaced = {tool.name for tool in spec.tools if tool.namespace is not None}
-    if any(item.tool in namespaced and item.namespace is None for item in case.calls()):
-        found.append("namespaced_tool_called_without_namespace")
-    if any(_hosted_after_call(response) for response in case.responses):
-        found.append("hosted_item_event_before_tool_called")
-    if any(_unknown_and_known(case, response) for response in case.responses):
-        found.append("unknown_tool_output_order")
-    parallel = [response for response in case.responses if sum(isinstance(item, Call) for item in response) > 1]
+    if case.decisions and spec.output_guardrail == "trip" and spec.tool_use_behavior != "run_llm_again":
+        found.append("resumed_stream_reports_blocked_output")  # first: the others then compare every run
+    parallel = any(sum(isinstance(item, Call) for item in response) > 1 for response in case.responses)
     guarded = any(tool.input_guard or tool.output_guard for tool in spec.tools)
     if parallel and (spec.hooks or guarded):  # what the hooks and the fuzz's tool guardrails log, in order
-        found.append("parallel_calls_not_interleaved")
-    if parallel and any(tool.approval == "policy_raises" for tool in spec.tools):
-        found.append("calls_not_announced_before_approval_policy_error")
+        found.append("concurrent_calls_interleaved")
+    if any(_hosted_after_call(response) for response in case.responses):
+        found.append("hosted_items_announced_first")
+    if any(_unknown_and_known(case, response) for response in case.responses):
+        found.append("unknown_tool_answer_order")
     if parallel and any(tool.can_end_turn for tool in spec.tools):
-        found.append("sibling_output_not_streamed_when_a_call_ends_the_turn")
+        found.append("sibling_finished_first")
     return found
 
 

@@ -129,9 +129,10 @@ class Case:
         return [item for response in self.responses for item in response if isinstance(item, Call)]
 
     def tool_for(self, call: Call) -> ToolSpec | None:
-        """The tool a call names (by namespace too, when two share the name)."""
-        named = [tool for tool in self.agent.tools if tool.name == call.tool]
-        return next((tool for tool in named if tool.namespace == call.namespace), named[0] if named else None)
+        """The tool a call names, as `Runner` looks it up: by namespace and name (a call without a namespace names a
+        top-level tool only)."""
+        return next((tool for tool in self.agent.tools if (tool.name, tool.namespace) == (call.tool, call.namespace)),
+                    None)
 
     def is_unknown(self, call: Call) -> bool:
         """The agent has no such tool, or does not offer it (is_enabled false)."""

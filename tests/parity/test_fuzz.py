@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from parity.fuzz_cases import decided_scenario
-from parity.fuzz_labels import known_open
 from parity.generators import Case, cases
 from parity.harness import Scenario, compare, run_ours, run_runner, shortcuts_module
 
@@ -36,8 +35,6 @@ class Summary:
     resumed: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     differences_used: Counter[str] = field(default_factory=Counter)
-    known_open_seen: Counter[str] = field(default_factory=Counter)
-    """Cases that differed, by the known open difference(s) they carry (not failed, see fuzz_labels.known_open)."""
 
     def lines(self) -> list[str]:
         return [
@@ -45,7 +42,6 @@ class Summary:
             f"{self.paused} runs paused, {self.resumed} resumes",
             f"  documented differences applied: {dict(self.differences_used.most_common())}",
             f"  errors both sides raised: {dict(self.errors.most_common())}",
-            f"  known open differences found: {dict(self.known_open_seen.most_common())}",
         ]
 
 
@@ -88,10 +84,6 @@ def check_case(case: Case, shortcuts: bool) -> None:
             sdk.SHORTCUTS = before
     SUMMARY.cases += 1
     SUMMARY.differences_used.update(scenario.differences)
-    labels = known_open(case, scenario.decisions)
-    if problems and labels:
-        SUMMARY.known_open_seen.update(labels)
-        return
     assert not problems, f"{case!r} (shortcuts={shortcuts})\n" + "\n\n".join(problems)
 
 

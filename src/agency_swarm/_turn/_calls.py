@@ -64,18 +64,23 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             if len(state.items) < len(calls) or state.held:  # when this task is cancelled again (clean_up)
                 stored = state.settle(final=True, release=True)
                 await clean_up(stored, f"storing the outputs of {turn.agent.name}'s calls")
+            if turn.emit is not None and state.failed and not _resumed(calls):  # the siblings that finished, as
+                await _emit_outputs(turn, state)  # `Runner`'s stream reports them (its resumed stream does not)
             raise
         stored = state.store_ready(final=True)
         if stored is not None:
             await stored
         if turn.emit is not None:
             await _emit_outputs(turn, state)
-    waiting = bool(step.mcp_approvals) and await answer_mcp_approvals(turn, setup, step.mcp_approvals)
+    paused_calls = _AWAITING in state.outputs  # a server's callback then decides when the turn goes on
+    waiting = bool(step.mcp_approvals) and await answer_mcp_approvals(
+        turn, setup, step.mcp_approvals, ask=not paused_calls
+    )
     found = None
-    if waiting or _AWAITING in state.outputs:
+    if waiting or paused_calls:
         turn.paused = True
-    elif turn.agent.tool_use_behavior != "run_llm_again" and state.results:
-        found = await stop_after_tools(turn, state.results)
+    elif turn.agent.tool_use_behavior != "run_llm_again" and (state.results or step.answered):
+        found = await stop_after_tools(turn, _all_results(step, state))
     if state.held is not None:
         if found is not None:  # the outputs ended the turn: stored once the output guardrails decide
             turn.release = state.release
@@ -84,6 +89,19 @@ async def run_tools(turn: Turn, setup: Setup, step: RunTools, agent_turn: AgentT
             if stored is not None:
                 await stored
     return found
+
+
+def _all_results(step: RunTools, state: Calls) -> list[ToolResult]:
+    """The response's results for tool_use_behavior: on resume, those of the calls answered before the pause too,
+    each at its place in the response."""
+    order = step.order
+    results = [(order.get(call.call_id, index), tool, call, out) for index, tool, call, out in state.results]
+    return [*step.answered, *results]
+
+
+def _resumed(calls: list[ToolCallStep]) -> bool:
+    """Calls of a stored turn that goes on (they waited for approval)."""
+    return any(not isinstance(step, UnknownTool) and step.resume for step in calls)
 
 
 def _may_end_the_turn(turn: Turn, step: RunTools) -> bool:
@@ -108,7 +126,7 @@ class Calls:
     blocked output never joins the thread. A crash meanwhile leaves the calls "interrupted" outputs.
     """
 
-    __slots__ = ("agent_turn", "calls", "held", "items", "outputs", "results", "thread")
+    __slots__ = ("agent_turn", "calls", "failed", "held", "items", "outputs", "results", "thread")
 
     def __init__(
         self, thread: ConversationThread, calls: list[ToolCallStep], agent_turn: AgentTurn, *, hold: bool = False
@@ -122,6 +140,8 @@ class Calls:
         self.results: list[ToolResult] = []
         """(call index, tool, call, output) of the function tools that ran or were refused, for
         tool_use_behavior."""
+        self.failed: set[int] = set()
+        """Calls run side by side that failed, ending the turn (their outputs are stored, never emitted)."""
 
     async def settle(self, *, final: bool = False, release: bool = False) -> None:
         """Store the outputs that are next in call order (and, with `release`, those held back). Only the turn's
@@ -190,18 +210,24 @@ class Calls:
 
 
 async def _emit_outputs(turn: Turn, state: Calls) -> None:
-    """A `tool_output` for each call that got its output (not those waiting for approval), in call order."""
+    """A `tool_output` for each call that got its output, in call order: not for those waiting for approval, nor,
+    when a call's failure ended the turn, for it, the calls it interrupted and unknown tools (`Runner` answers
+    those after the tools it runs: a failure ends its turn first)."""
     emit = turn.emit
     assert emit is not None
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
-    for step, item in zip(state.calls, state.items, strict=True):
-        if item is None:
-            continue  # waiting for approval
+    for index, (step, item) in enumerate(zip(state.calls, state.items, strict=True)):
+        if item is None or (state.failed and _unreported_after_failure(state, index)):
+            continue
         text = item["output"] if isinstance(item["output"], str) else json.dumps(item["output"])
         await emit(ToolOutput(
             agent=name, caller=caller, depth=depth, chat_id=chat_id, tool=step.call.name,
             call_id=step.call.call_id, output=text,
         ))
+
+
+def _unreported_after_failure(state: Calls, index: int) -> bool:
+    return index in state.failed or state.outputs[index] is _PENDING or isinstance(state.calls[index], UnknownTool)
 
 
 async def _run_call(turn: Turn, setup: Setup, state: Calls, index: int, emit: EmitEvent | None) -> None:
@@ -413,7 +439,9 @@ _DONE: Any = object()
 
 
 async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
-    """Several calls at once, each in a task; their events reach this task's channel in the order they happen."""
+    """Several calls at once, each in a task; their events reach this task's channel in the order they happen, but
+    for `approval_requested`: as `Runner` reports interruptions only with a paused result, those come once every
+    call is done (a call that fails instead ends the turn without them)."""
     queue: asyncio.Queue[Any] = asyncio.Queue()
 
     async def queued(event: Event) -> None:
@@ -425,12 +453,14 @@ async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
         try:
             await _run_call(turn, setup, state, index, job_emit)
         except Exception as error:
+            state.failed.add(index)
             queue.put_nowait(_Failed(error))
         finally:
             queue.put_nowait(_DONE)
 
     tasks = [asyncio.create_task(job(index)) for index in range(len(state.calls))]
     remaining = len(tasks)
+    waiting: list[Event] = []  # approval requests: reported once no sibling's failure can end the turn instead
     try:
         while remaining:
             item = await queue.get()
@@ -438,9 +468,15 @@ async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
                 remaining -= 1
                 await state.settle()  # this call's output, if it is next in call order
             elif isinstance(item, _Failed):
+                await _announce_started(turn, queue)
                 raise item.error
+            elif isinstance(item, ApprovalRequested):
+                waiting.append(item)
             elif turn.emit is not None:
                 await turn.emit(item)
+        for event in waiting:
+            assert turn.emit is not None
+            await turn.emit(event)
     finally:
         if remaining:  # failed or cancelled: stop the calls still running
             for index, task in enumerate(tasks):
@@ -449,6 +485,18 @@ async def _run_parallel(turn: Turn, setup: Setup, state: Calls) -> None:
             await clean_up(asyncio.gather(*tasks, return_exceptions=True), "stopping the parallel calls")
         else:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _announce_started(turn: Turn, queue: asyncio.Queue[Any]) -> None:
+    """Before a failed call ends the turn: the `tool_called` of each call that started meanwhile (every call has
+    started: each task ran up to its first pause), so the stream announces every call of the response, as `Runner`'s
+    does. Their other events are dropped with the calls."""
+    if turn.emit is None:
+        return
+    while not queue.empty():
+        event = queue.get_nowait()
+        if isinstance(event, ToolCalled):
+            await turn.emit(event)
 
 
 def delivered(thread: ConversationThread, call_id: str, message: str) -> bool:

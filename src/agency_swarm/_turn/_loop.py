@@ -36,7 +36,7 @@ from . import _entry
 from ._calls import run_tools
 from ._channel import TurnStart
 from ._definition import AgentBase, Wiring
-from ._mcp_approvals import waiting_requests
+from ._mcp_approvals import callback_requests, waiting_requests
 from ._model_call import call_model
 from ._prepare import prepare, reused_setup
 from ._results import ResponseStream, RunResult
@@ -50,6 +50,7 @@ from ._steps import (
     RunAgain,
     RunTools,
     ToolCallStep,
+    answered_results,
     classify,
     next_step,
 )
@@ -259,8 +260,13 @@ async def _resumed_step(turn: Turn, setup: Setup) -> tuple[NextStep, int]:
         if stored is not None:
             await stored
     await _report_last_calls(turn, items, outputs, answered=not awaiting)  # approved calls: reported as they run
-    requests = waiting_requests(items, awaiting) if awaiting else []  # hosted MCP approval requests still open
-    return (RunTools(calls, requests) if calls or requests else RUN_AGAIN), steps_before_pause(items)
+    requests = [*waiting_requests(items, awaiting), *callback_requests(items, setup)] if awaiting else []
+    if not (calls or requests):
+        return RUN_AGAIN, steps_before_pause(items)
+    stops = bool(awaiting) and turn.agent.tool_use_behavior != "run_llm_again"
+    resumed = {step.call.call_id for step in calls}
+    answered, order = answered_results(setup, items, resumed) if stops and resumed else ([], {})
+    return RunTools(calls, requests, answered=answered, order=order), steps_before_pause(items)
 
 
 def _trailing_calls(items: list[dict[str, Any]], outputs: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -26,10 +26,14 @@ from ._setup import Setup
 from ._state import Run, Turn
 
 
-async def answer_mcp_approvals(turn: Turn, setup: Setup, requests: Sequence[Any]) -> bool:
+async def answer_mcp_approvals(turn: Turn, setup: Setup, requests: Sequence[Any], *, ask: bool = True) -> bool:
     """Answer each request (the user's decision, else its server's callback); the answers join the thread and the
-    stream. A request nobody decides waits: True (the turn pauses)."""
-    servers = {tool.tool_config.get("server_label"): tool for tool in setup.tools if isinstance(tool, HostedMCPTool)}
+    stream. A request nobody decides waits: True (the turn pauses).
+
+    Without `ask` (function calls of the response wait for approval) a server's callback is not asked yet: as under
+    `Runner`, it decides when the turn goes on, with the context it goes on with, and its answer follows the calls'
+    outputs (`callback_requests` finds the request again)."""
+    servers = _servers(setup)
     run = turn.run
     responses: list[dict[str, Any]] = []
     waiting: list[Any] = []
@@ -39,6 +43,8 @@ async def answer_mcp_approvals(turn: Turn, setup: Setup, requests: Sequence[Any]
             raise ModelBehaviorError(f"MCP server label {request.server_label} not found")
         response = _decided(run, request)
         if response is None and server.on_approval_request is not None:
+            if not ask:
+                continue
             response = await _asked(server, request, run)
         if response is None:
             waiting.append(request)
@@ -54,6 +60,22 @@ async def answer_mcp_approvals(turn: Turn, setup: Setup, requests: Sequence[Any]
     for request in waiting:
         await _wait(turn, request)
     return bool(waiting)
+
+
+def _servers(setup: Setup) -> dict[Any, HostedMCPTool]:
+    return {tool.tool_config.get("server_label"): tool for tool in setup.tools if isinstance(tool, HostedMCPTool)}
+
+
+def callback_requests(items: list[Item], setup: Setup) -> list[McpApprovalRequest]:
+    """The turn's unanswered MCP approval requests that their server's callback decides (left for when a turn paused
+    for its function calls goes on: `answer_mcp_approvals` without `ask`)."""
+    start = next((index for index in range(len(items) - 1, -1, -1)
+                  if items[index].get("role") == "user" and "type" not in items[index]), 0)
+    servers = _servers(setup)
+    return [
+        McpApprovalRequest.model_validate(item) for item in unanswered_requests(items[start:])
+        if getattr(servers.get(item.get("server_label")), "on_approval_request", None) is not None
+    ]
 
 
 def waiting_requests(items: list[Item], awaiting: set[str]) -> list[McpApprovalRequest]:

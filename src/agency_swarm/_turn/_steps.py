@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agents import (
@@ -75,6 +75,11 @@ class RunTools:
     used_tools: bool = True
     """The response used a tool (`_outputs.USED_TOOLS`): `reset_tool_choice` then applies. False for a response of
     MCP approval requests or tool listings only, as under `Runner`."""
+    answered: list[ToolResult] = field(default_factory=list)
+    """Resuming: the function calls of the paused response that got their outputs before the pause. As under
+    `Runner`, tool_use_behavior reads them with the resumed calls' results."""
+    order: dict[str, int] = field(default_factory=dict)
+    """Resuming: each call id's place in the paused response (the call order tool_use_behavior reads)."""
 
 
 NextStep = FinalOutput | RunAgain | RunTools
@@ -188,3 +193,39 @@ async def _decided_by(turn: Turn, behavior: Any, results: list[ToolResult]) -> F
             f"Agent {agent.name!r}: a tool_use_behavior callable must return ToolsToFinalOutputResult."
         )
     return FinalOutput(decided.final_output) if decided.is_final_output else None
+
+
+def answered_results(
+    setup: Setup, items: list[dict[str, Any]], waiting: set[str]
+) -> tuple[list[ToolResult], dict[str, int]]:
+    """The paused response's function calls answered before the pause (`RunTools.answered`), and each of its calls'
+    place in it (`RunTools.order`). The response is the run of model items around the first of the `waiting` calls
+    (those without an output, resumed now)."""
+    first = next((index for index, item in enumerate(items)
+                  if item.get("type") == "function_call" and str(item.get("call_id")) in waiting), None)
+    if first is None:
+        return [], {}
+    start, end = first, first
+    while start > 0 and _from_the_model(items[start - 1]):
+        start -= 1
+    while end < len(items) and _from_the_model(items[end]):
+        end += 1
+    calls = [item for item in items[start:end] if item.get("type") == "function_call"]
+    outputs = {str(item.get("call_id")): item.get("output") for item in items[end:]
+               if item.get("type") == "function_call_output"}
+    order = {str(call.get("call_id")): index for index, call in enumerate(calls)}
+    answered: list[ToolResult] = []
+    for call in calls:
+        call_id = str(call.get("call_id"))
+        step = classify(setup, ResponseFunctionToolCall.model_validate(call)) if call_id in outputs else None
+        if isinstance(step, FunctionToolCall):
+            answered.append((order[call_id], step.tool, step.call, outputs[call_id]))
+    return answered, order
+
+
+def _from_the_model(item: dict[str, Any]) -> bool:
+    """An item of a model response (not a user message, a tool's output, an answer to an approval or a mark)."""
+    kind = item.get("type")
+    return kind is not None and kind not in ("function_call_output", "mcp_approval_response") and (
+        not str(kind).startswith("agency_swarm.")
+    )
