@@ -466,8 +466,9 @@ def _unknown_tool_answer_order(scenario: Scenario, runner: Outcome, ours: Outcom
 
 def _resumed_stream_reports_blocked_output(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
     """Streamed, resumed: an approved call whose output ends the turn and then trips an output guardrail gets its
-    tool_output in our resumed stream, as in Runner's stream of a run that did not pause; Runner's resumed stream
-    leaves it out. The tripwire, the withheld output and the items are compared as they are."""
+    tool_output in our resumed stream, as in Runner's stream of a run that did not pause (and the answer of a hosted
+    MCP approval request of the same response, which the resume asks its server for, its hosted_item); Runner's
+    resumed stream leaves both out. The tripwire, the withheld output and the items are compared as they are."""
     tripped = (OutputGuardrailTripwireTriggered,)
     if not (ours.stream and scenario.decisions and isinstance(runner.error, tripped)):
         return
@@ -476,7 +477,9 @@ def _resumed_stream_reports_blocked_output(scenario: Scenario, runner: Outcome, 
     if ours.events.count("agent_started") != runner.events.count("agent_started"):
         return
     mine, theirs = _last_run(ours.events), _last_run(runner.events)
-    kept = [event for event in mine if event != "tool_output"]
+    asked_mcp = any(isinstance(item, dict) and item.get("type") == "mcp_approval_request" for item in ours.items or [])
+    reported = ("tool_output", "hosted_item") if asked_mcp else ("tool_output",)
+    kept = [event for event in mine if event not in reported]
     if "tool_output" in mine and "tool_output" not in theirs and kept == theirs:  # earlier runs: compared as they are
         ours.events = ours.events[: len(ours.events) - len(mine)] + kept
 
@@ -645,8 +648,9 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
     Difference(
         "resumed_stream_reports_blocked_output",
         "streamed, after a resume: an approved call whose output ends the turn (tool_use_behavior) gets its "
-        "tool_output event before an output guardrail trips on it, as in Runner's own stream of a run that did not "
-        "pause; Runner's resumed stream leaves it out. The guardrail trips alike, and the output reaches neither the "
+        "tool_output event (and a hosted MCP approval request of the same response its server's answer, hosted_item) "
+        "before an output guardrail trips on it, as in Runner's own stream of a run that did not pause; Runner's "
+        "resumed stream leaves them out. The guardrail trips alike, and the output reaches neither the "
         "final output nor the thread",
         _resumed_stream_reports_blocked_output,
     ),

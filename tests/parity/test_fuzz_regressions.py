@@ -12,7 +12,7 @@ import gc
 import pytest
 
 from parity.fuzz_cases import build_scenario
-from parity.generators import AgentSpec, Call, Case, Decision, Hosted, ToolSpec
+from parity.generators import AgentSpec, Call, Case, Decision, Final, Hosted, ToolSpec
 from parity.harness import Decision as HarnessDecision
 from parity.harness import Scenario, run_and_compare
 
@@ -244,6 +244,13 @@ SCENARIOS: list[Scenario] = [
                         tool_use_behavior="stop_on_first_tool", output_guardrail="trip", hooks=True),
         responses=((Call(tool="ghost"), Hosted("web_search"), Call(tool="tool_0", n=0)),), decisions=(Decision(),),
     ), "fuzz_resumed_stream_reports_blocked_output_after_hosted_items", HarnessDecision(approve=["call_0_2"])),
+    resumed_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", raises=True, approval="always"),
+                               ToolSpec(name="tool_1", params="text_and_int", sub_agent=True)),
+                        tool_use_behavior="stop_on_first_tool", output_guardrail="trip", hooks=True),
+        responses=((Call(tool="tool_0", n=0), Hosted(kind="mcp_approval")),), final=Final(valid=False),
+        decisions=(Decision(new_context=True),),
+    ), "fuzz_resumed_stream_reports_blocked_output_and_mcp_answer", HarnessDecision(approve=["call_0_0"])),
 ]
 
 
