@@ -49,9 +49,11 @@ class ToolSpec:
 
     @property
     def can_end_turn(self) -> bool:
-        """A call can end the turn: no failure_error_function (a raise or invalid arguments), or a guardrail
-        raises."""
-        return self.failure == "none" or "raise" in (self.input_guard, self.output_guard)
+        """A call can end the turn: no failure_error_function (a raise or invalid arguments), a guardrail raises,
+        or its needs_approval function does."""
+        return self.failure == "none" or "raise" in (self.input_guard, self.output_guard) or (
+            self.approval == "policy_raises"
+        )
 
 
 @dataclass(frozen=True)

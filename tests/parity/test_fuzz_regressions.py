@@ -132,6 +132,12 @@ SCENARIOS: list[Scenario] = [
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="policy_raises"),)),
         responses=((Call(tool="tool_0"), Call(tool="tool_0")),),
     ), "fuzz_calls_announced_before_approval_policy_error"),
+    # A needs_approval function that raises ends the turn while an `as_tool` sibling (no approval) already ran.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", raises=True, approval="policy_raises"),
+                               ToolSpec(name="tool_1", params="text_and_int", sub_agent=True)), hooks=True),
+        responses=((Call(tool="tool_0", n=0), Call(tool="tool_1", shape="coercible", n=0)),), final=Final(valid=False),
+    ), "fuzz_as_tool_sibling_finished_first_before_approval_policy_error"),
     build_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", failure="none", sub_agent=True),)),
         responses=((Call(tool="tool_0", shape="coercible", n=0), Call(tool="tool_0", n=0)),),
