@@ -657,7 +657,8 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
     Difference(
         "sibling_finished_first",
         "the calls of one response run concurrently: when one call's failure ends the turn (a tool guardrail that "
-        "raises, failure_error_function=None, a needs_approval function that raises), a sibling call that does not pause finishes first with us (it runs, "
+        "raises, failure_error_function=None, a needs_approval function that raises), a sibling call that does not "
+        "pause finishes first with us (it runs, "
         "its output guardrails and on_tool_end, streamed its tool_output), where Runner, which invokes each tool in "
         "a task of its own after extra scheduling steps, cancels it first (Runner too lets it finish when the failing "
         "call awaits anything, "
