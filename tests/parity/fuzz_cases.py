@@ -8,7 +8,6 @@ import functools
 import inspect
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import agents
@@ -62,6 +61,7 @@ from parity.harness import (
     run_runner,
     web_search,
 )
+from parity.test_agent_options import Ticket, Weather
 
 
 class Stock(BaseModel):
@@ -69,15 +69,6 @@ class Stock(BaseModel):
     qty: int
 
 
-class Weather(BaseModel):
-    city: str
-    celsius: int
-
-
-@dataclass
-class Ticket:
-    title: str
-    priority: int
 
 
 # -- arguments ---------------------------------------------------------------------------------------------------
