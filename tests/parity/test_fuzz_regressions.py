@@ -239,6 +239,13 @@ SCENARIOS: list[Scenario] = [
                                ToolSpec(name="tool_1", params="none", input_guard="raise"))),
         responses=((Call(tool="tool_0", n=0), Call(tool="tool_1", n=0)),),
     ), "fuzz_guarded_function_sibling_finished_first_without_hooks"),
+    # Streamed: a hosted item between the calls and a sibling that finishes first, in one response: both
+    # differences apply to one stream's events.
+    build_scenario(Case(
+        agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="text_and_int", sub_agent=True),
+                               ToolSpec(name="tool_2", params="none", raises=True, input_guard="raise")), hooks=True),
+        responses=((Call(tool="tool_0", shape="coercible", n=0), Hosted(kind="web_search"), Call(tool="tool_2", n=0)),),
+    ), "fuzz_as_tool_sibling_finished_first_after_hosted_item"),
     # Streamed, resumed: the approved call's output that ends the turn and trips the output guardrail is reported.
     resumed_scenario(Case(
         agent=AgentSpec(tools=(ToolSpec(name="tool_0", params="none", approval="always"),),
