@@ -154,6 +154,13 @@ DurableQueueOption = Annotated[
         "the agency's chart. A queue another agency's workers use is refused at start.", show_default=False,
     ),
 ]
+A2AOption = Annotated[
+    bool,
+    typer.Option(
+        "--a2a", help="Also serve the agency as an A2A agent: Agent Card at /.well-known/agent-card.json, JSON-RPC "
+        "at /a2a/jsonrpc, HTTP+JSON at /a2a/rest (needs the [a2a] extra).",
+    ),
+]
 StreamWriteTimeoutOption = Annotated[
     float,
     typer.Option(
@@ -303,6 +310,7 @@ def serve_command(
     toolkits: ToolkitsOption = None,
     durable: DurableOption = False,
     durable_queue: DurableQueueOption = None,
+    a2a: A2AOption = False,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
     from ..serving._serve import ServeSettings, serve
@@ -310,7 +318,7 @@ def serve_command(
     settings = ServeSettings(
         config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
         max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable, durable_queue=durable_queue,
-        stream_write_timeout=stream_write_timeout,
+        stream_write_timeout=stream_write_timeout, a2a=a2a,
     )
     try:
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)

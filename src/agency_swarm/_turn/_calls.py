@@ -380,7 +380,7 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         return
     recipient = wiring.recipients[request.recipient]
     depth = turn.depth + 1
-    if depth > wiring.max_depth:
+    if depth + run.depth_base > wiring.max_depth:
         outputs[index] = depth_refusal(recipient.name, wiring.max_depth)
         return
     pair = (sender, recipient.name)

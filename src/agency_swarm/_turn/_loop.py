@@ -41,7 +41,7 @@ from ._model_call import call_model
 from ._prepare import prepare, reused_setup
 from ._results import ResponseStream, RunResult
 from ._setup import Setup
-from ._state import Turn, incoming
+from ._state import RemoteMember, Turn, incoming
 from ._steps import (
     RUN_AGAIN,
     FinalOutput,
@@ -100,7 +100,10 @@ def resume_turn(
 
 
 def run_agent(turn: Turn, message: str | None, additional_instructions: str | None) -> Coroutine[Any, Any, None]:
-    """The agent's turn, inside an agent span when the turn is traced (an extra layer only then)."""
+    """The agent's turn, inside an agent span when the turn is traced (an extra layer only then); a member that runs
+    elsewhere (`RemoteMember`) runs its own."""
+    if isinstance(turn.agent, RemoteMember):
+        return turn.agent.remote_turn(turn, message, additional_instructions)
     if turn.run.trace is None:
         return agent_turn(turn, message, additional_instructions)
     return _traced_agent_turn(turn, message, additional_instructions)

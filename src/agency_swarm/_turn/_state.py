@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,11 @@ Only threads between agents have it; resume matches a send by it (`delivered`). 
 Responses API rejects unknown fields, and the SDK's Chat Completions converter rejects such an item (`_history`)."""
 
 
+CALLER_DEPTH: ContextVar[int] = ContextVar("agency_swarm_caller_depth", default=0)
+"""How deep in another agency's chart the message that starts a top-level turn was sent (an A2A message says so):
+the turn's sends count their depth from there against the depth limit. 0: the user's own message."""
+
+
 class Run:
     """What every agent of one top-level turn shares: the chat, the user's context and the SDK run context, usage
     records, the sends still open, the user's approval decisions, interruptions, the trace and guardrail results.
@@ -36,7 +42,8 @@ class Run:
     """
 
     __slots__ = (
-        "_guardrail_log", "_wrapper", "approved", "chat_id", "inside", "interruptions", "message", "open_pairs",
+        "_guardrail_log", "_wrapper", "approved", "chat_id", "depth_base", "inside", "interruptions", "message",
+        "open_pairs",
         "rejected", "responses", "streaming", "trace", "turn_id", "usage_records", "user_context",
     )
 
@@ -52,6 +59,8 @@ class Run:
         message: str | None = None,
     ) -> None:
         self.chat_id = chat_id
+        self.depth_base = CALLER_DEPTH.get()
+        """The depth the turn's entry agent has in the chart of the agency that sent the message (`CALLER_DEPTH`)."""
         self.message = message
         """The user's message that started the turn (None: a resume); the SDK context's `turn_input`."""
         self.turn_id = turn_id
@@ -145,6 +154,14 @@ class Turn:
         if release is not None:
             return release(OUTPUT_WITHHELD if blocked else None)
         return None if items is None or blocked else self.thread.add(items)
+
+
+class RemoteMember:
+    """A chart member whose turns run in another service (`RemoteAgent`): the loop hands its turns to it."""
+
+    async def remote_turn(self, turn: Turn, message: str | None, additional_instructions: str | None) -> None:
+        """The member's whole turn on `turn.thread`, as the loop's own (`message=None`: resume it)."""
+        raise NotImplementedError
 
 
 AgentTurn = Callable[[Turn, "str | None", "str | None"], Coroutine[Any, Any, None]]

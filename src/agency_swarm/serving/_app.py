@@ -15,7 +15,7 @@ from .._base._errors import ConfigError
 from .._threads._sql_store import SQLThreadStore
 from .._threads._store import MemoryThreadStore, ThreadStore
 from ._bodies import error_response
-from ._guard import RequestGuard
+from ._guard import PUBLIC_PATHS, RequestGuard
 from ._health import StoreHealth
 from ._routes import add_routes
 from ._sse import SSE_WRITE_TIMEOUT_SECONDS, StreamTurns
@@ -44,6 +44,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     durable: bool | Mapping[str, Any] = False,
     stream_write_timeout: float = SSE_WRITE_TIMEOUT_SECONDS,
+    a2a: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving the agency `agency_factory(store)` builds (once, now).
 
@@ -59,6 +60,11 @@ def create_app(
     `stream_write_timeout` (seconds): an event stream's reader that takes nothing for this long is dropped (its
     stream ends; the turn goes on, its result stays readable at GET /chats/{id}/threads, and in durable mode its
     events at GET /chats/{id}/turns/{turn_id}/events with Last-Event-ID).
+
+    `a2a`: also serve the agency as an A2A agent (the `a2a` extra): its Agent Card at
+    /.well-known/agent-card.json (no authentication, as discovery needs), JSON-RPC at /a2a/jsonrpc and HTTP+JSON
+    at /a2a/rest (with the same bearer token as every route). An A2A context is a chat, a task one turn of it;
+    tasks are kept in the same store (docs/a2a.md).
     """
     if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
         raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
@@ -68,9 +74,10 @@ def create_app(
     thread_store = open_store(store) if isinstance(store, str) else store
     agency = _built_agency(agency_factory, thread_store)
     turns = _durable_turns(agency, store, durable)
+    service = _a2a_service(agency, thread_store, a2a, protected=auth_token is not None, durable=turns is not None)
     app = FastAPI(
         title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
-        lifespan=_lifespan(agency, turns, streams),
+        lifespan=_lifespan(agency, turns, streams, service),
     )
     app.state.agency = agency
     app.state.store = thread_store
@@ -83,7 +90,12 @@ def create_app(
         add_durable_routes(app, agency, turns, protected=auth_token is not None, write_timeout=streams.write_timeout)
     app.state.durable = turns
     app.state.streams = streams
-    app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes)
+    app.state.a2a = service
+    public = PUBLIC_PATHS
+    if service is not None:
+        app.router.routes.extend(service.routes())
+        public = PUBLIC_PATHS | {service.card_path}
+    app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes, public_paths=public)
     return app
 
 
@@ -109,10 +121,10 @@ def seconds(name: str, value: object) -> float:
 
 
 def _lifespan(
-    agency: Agency, turns: Any, streams: StreamTurns
+    agency: Agency, turns: Any, streams: StreamTurns, service: Any = None
 ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     """Durable turns start with the app (a failure to launch stops the worker) and stop before the store closes;
-    streamed turns whose readers left finish before it closes too."""
+    streamed turns whose readers left, and A2A tasks still running, finish before it closes too."""
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -123,6 +135,8 @@ def _lifespan(
         finally:
             if turns is not None:
                 await turns.aclose()
+            if service is not None:
+                await service.aclose()
             await streams.wait()
             await agency.aclose()
 
@@ -150,6 +164,24 @@ def _durable_turns(agency: Agency, store: ThreadStore | str, durable: bool | Map
             "Durable mode needs DBOS: pip install 'agency-swarm-sdk[durable]'."
         ) from missing
     return DurableTurns(agency, **options)
+
+
+def _a2a_service(agency: Agency, store: ThreadStore, a2a: object, *, protected: bool, durable: bool) -> Any:
+    """The app's A2AService, or None. a2a-sdk is imported only here: an optional extra."""
+    if a2a is False:
+        return None
+    if a2a is not True:
+        raise ConfigError(f"a2a must be True or False, got {a2a!r}.")
+    if durable:
+        raise ConfigError(
+            "A2A tasks run their turns in the worker that takes the request; serve them without durable=True."
+        )
+    from .._remote._protocol import require_a2a
+
+    require_a2a()
+    from ._a2a._service import A2AService
+
+    return A2AService(agency, store, protected=protected)
 
 
 def _add_error_handlers(app: FastAPI) -> None:

@@ -28,8 +28,11 @@ class RequestGuard:
     """Bearer auth (constant-time compare), ids in the path, the request size limit, UTF-8 text and JSON bodies, as
     plain ASGI around the app."""
 
-    def __init__(self, app: ASGIApp, *, auth_token: str | None, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, auth_token: str | None, max_body_bytes: int, public_paths: frozenset[str] = PUBLIC_PATHS
+    ) -> None:
         self.app = app
+        self.public_paths = public_paths
         self._token = auth_token.encode() if auth_token is not None else None
         self.max_body_bytes = max_body_bytes
         self._limiter: anyio.CapacityLimiter | None = None  # made in the loop that uses it
@@ -69,7 +72,7 @@ class RequestGuard:
         await self.app(scope, replay, send)
 
     def _refused_before_body(self, scope: Scope, headers: dict[bytes, bytes]) -> Response | None:
-        if self._token is not None and scope["path"] not in PUBLIC_PATHS and not self._authorized(headers):
+        if self._token is not None and scope["path"] not in self.public_paths and not self._authorized(headers):
             return error_response(401, "unauthorized", "Unauthorized.")
         declared = headers.get(b"content-length")
         if declared is not None and not declared.isdigit():

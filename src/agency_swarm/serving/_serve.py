@@ -32,9 +32,10 @@ ENV_TOOLKITS = "AGENCY_SWARM_SERVE_TOOLKITS"
 ENV_DURABLE = "AGENCY_SWARM_SERVE_DURABLE"
 ENV_DURABLE_QUEUE = "AGENCY_SWARM_SERVE_DURABLE_QUEUE"
 ENV_STREAM_WRITE_TIMEOUT = "AGENCY_SWARM_SERVE_STREAM_WRITE_TIMEOUT"
+ENV_A2A = "AGENCY_SWARM_SERVE_A2A"
 _ENV_NAMES = (
     ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE,
-    ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT,
+    ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT, ENV_A2A,
 )
 _FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
@@ -64,6 +65,8 @@ class ServeSettings:
     """With `durable`: the agency's queue (None: the queue named after the agency's chart)."""
     stream_write_timeout: float = SSE_WRITE_TIMEOUT_SECONDS
     """Seconds an event stream's reader may take nothing before it is dropped (`create_app(stream_write_timeout=)`)."""
+    a2a: bool = False
+    """Also serve the agency as an A2A agent (`create_app(a2a=True)`)."""
 
     def check(self) -> None:
         if (self.config is None) == (self.factory is None):
@@ -104,6 +107,8 @@ class ServeSettings:
         env[ENV_STREAM_WRITE_TIMEOUT] = repr(float(self.stream_write_timeout))
         if self.durable:
             env[ENV_DURABLE] = "1"
+        if self.a2a:
+            env[ENV_A2A] = "1"
         if self.durable_queue is not None:
             env[ENV_DURABLE_QUEUE] = self.durable_queue
         if self.config is not None:
@@ -125,7 +130,7 @@ class ServeSettings:
         return cls(
             config=env.get(ENV_CONFIG), factory=env.get(ENV_FACTORY), store=env[ENV_STORE] or None,
             auth_token_env=env.get(ENV_AUTH_TOKEN_ENV), max_body_bytes=int(size), models=env.get(ENV_MODELS),
-            toolkits=env.get(ENV_TOOLKITS), durable=env.get(ENV_DURABLE) == "1",
+            toolkits=env.get(ENV_TOOLKITS), durable=env.get(ENV_DURABLE) == "1", a2a=env.get(ENV_A2A) == "1",
             durable_queue=env.get(ENV_DURABLE_QUEUE),
             stream_write_timeout=_float_env(env, ENV_STREAM_WRITE_TIMEOUT, SSE_WRITE_TIMEOUT_SECONDS),
         )
@@ -205,7 +210,7 @@ def app_from_env() -> FastAPI:
     app = create_app(
         settings.agency_factory(), store=settings.thread_store(), auth_token=settings.auth_token(),
         max_body_bytes=settings.max_body_bytes, durable=settings.durable_options(),
-        stream_write_timeout=settings.stream_write_timeout,
+        stream_write_timeout=settings.stream_write_timeout, a2a=settings.a2a,
     )
     # Everything built so far (modules, openai's thousand pydantic schemas, the agency) lives as long as the
     # process: out of the collector's sight, a full collection takes a few ms instead of ~150 ms (see
