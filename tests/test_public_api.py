@@ -27,6 +27,7 @@ from agency_swarm import (
     NothingToResume,
     OutputValidationError,
     ReentrantTurn,
+    RemoteAgentError,
     RunError,
     StoreError,
     TurnLockLost,
@@ -67,6 +68,9 @@ EXPECTED_ALL = [
     "OutputValidationError",
     "RawModelEvent",
     "ReentrantTurn",
+    "RemoteAgent",
+    "RemoteAgentError",
+    "RemoteProgress",
     "ResponseStream",
     "RetryPolicy",
     "RunError",
@@ -100,7 +104,7 @@ EXPECTED_TESTING_ALL = [
 EXCEPTIONS = [
     AgencySwarmError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId, ItemTooLarge,
     MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout, ModelUnavailable,
-    NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError, TurnLockLost,
+    NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError, TurnLockLost, RemoteAgentError,
 ]
 
 
@@ -141,7 +145,7 @@ def test_exception_hierarchy() -> None:
     assert issubclass(ChatPaused, ConfigError)
     assert issubclass(NothingToResume, ConfigError)
     assert issubclass(ReentrantTurn, ConfigError)
-    for cls in (MaxStepsExceeded, ModelError, OutputValidationError):
+    for cls in (MaxStepsExceeded, ModelError, OutputValidationError, RemoteAgentError):
         assert issubclass(cls, RunError)
     for cls in (ModelAuthenticationError, ModelRequestError, ModelUnavailable):
         assert issubclass(cls, ModelError)

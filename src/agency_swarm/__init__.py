@@ -23,6 +23,7 @@ from ._base._errors import (
     NothingToResume,
     OutputValidationError,
     ReentrantTurn,
+    RemoteAgentError,
     RunError,
     StoreError,
     TurnLockLost,
@@ -35,12 +36,14 @@ from ._base._events import (
     HostedItem,
     MessageSent,
     RawModelEvent,
+    RemoteProgress,
     StreamEvent,
     TextDelta,
     ToolCalled,
     ToolOutput,
 )
 from ._model._retry import RetryPolicy
+from ._remote._agent import RemoteAgent
 from ._threads._manager import ConversationThread, ThreadManager
 from ._threads._store import MemoryThreadStore, ThreadStore, TurnLockingStore
 from ._threads._thread_items import model_input
@@ -109,6 +112,9 @@ __all__ = [
     "OutputValidationError",
     "RawModelEvent",
     "ReentrantTurn",
+    "RemoteAgent",
+    "RemoteAgentError",
+    "RemoteProgress",
     "ResponseStream",
     "RetryPolicy",
     "RunError",

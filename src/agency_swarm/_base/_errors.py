@@ -27,6 +27,11 @@ class RunError(AgencySwarmError):
         self.depth = depth
 
 
+class RemoteAgentError(RunError):
+    """A remote chart member (`RemoteAgent`) did not answer: unreachable, too slow, or its task failed. Its caller
+    reads why, as for any failed send; the chat stays as it was, and the next send tries again."""
+
+
 class MaxStepsExceeded(RunError):
     """An agent made more model calls in one turn than its `max_steps` allows."""
 

@@ -128,6 +128,20 @@ class RawModelEvent(Event):
         }
 
 
+@dataclass(kw_only=True, slots=True)
+class RemoteProgress(Event):
+    """Progress a remote chart member (`RemoteAgent`) reported while it worked: `remote` names the member; `agent`,
+    `caller` and `depth` say who reported it there (depth counted in this chart), `kind` what happened
+    (`agent_started`, `message_sent`, `tool_called`, ... as our own events; `status` from an agent that does not say),
+    `text` one line for people, `data` the event as the remote sent it."""
+
+    type: ClassVar[str] = "remote_progress"
+    remote: str
+    kind: str
+    text: str
+    data: dict[str, Any]
+
+
 # The two events of every streamed model event, built without keywords: calling a class with keywords packs them
 # into a dict for its __init__ (~0.2 µs), which a stream pays once or twice for each of the model's events.
 _new = object.__new__
@@ -157,5 +171,5 @@ def text_delta(agent: str, caller: str, depth: int, chat_id: str, delta: str) ->
 
 StreamEvent = (
     AgentStarted | TextDelta | ToolCalled | ApprovalRequested | MessageSent | ToolOutput | AgentFinished | RawModelEvent
-    | HostedItem
+    | HostedItem | RemoteProgress
 )

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._base._errors import ConfigError
 from .._base._events import AgentFinished, Event, RawModelEvent, TextDelta
@@ -18,10 +19,20 @@ event a progress update stands for, the calls an INPUT_REQUIRED task waits for."
 DEPTH = "depth"
 EVENT = "event"
 INTERRUPTIONS = "interruptions"
-DECISIONS = "decisions"
 A2A_EXTRA = "pip install 'agency-swarm-sdk[a2a]'"
 MAX_PROGRESS_CHARS = 2000
 """A progress update's text is cut to this many characters (its event, in the metadata, keeps everything)."""
+
+
+class Remote(Protocol):
+    """What a remote turn reads of its member (`RemoteAgent`)."""
+
+    name: str
+    url: str
+    headers: Mapping[str, str]
+    reply_timeout: float
+    retries: int
+    card: Any
 
 
 def require_a2a() -> None:

@@ -61,15 +61,10 @@ def create_app(
     stream ends; the turn goes on, its result stays readable at GET /chats/{id}/threads, and in durable mode its
     events at GET /chats/{id}/turns/{turn_id}/events with Last-Event-ID).
 
-    `a2a`: also serve the agency as an A2A agent (the `a2a` extra): its Agent Card at
-    /.well-known/agent-card.json (no authentication, as discovery needs), JSON-RPC at /a2a/jsonrpc and HTTP+JSON
-    at /a2a/rest (with the same bearer token as every route). An A2A context is a chat, a task one turn of it;
-    tasks are kept in the same store (docs/a2a.md).
+    `a2a`: also serve the agency as an A2A agent (the `a2a` extra; docs/a2a.md): its Agent Card (public) at
+    /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON at /a2a/rest, tasks kept in the same store.
     """
-    if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
-        raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
-    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
-        raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
+    _check_limits(auth_token, max_body_bytes)
     streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
     thread_store = open_store(store) if isinstance(store, str) else store
     agency = _built_agency(agency_factory, thread_store)
@@ -79,24 +74,24 @@ def create_app(
         title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
         lifespan=_lifespan(agency, turns, streams, service),
     )
-    app.state.agency = agency
-    app.state.store = thread_store
-    app.state.health = StoreHealth(thread_store)
+    app.state.agency, app.state.store, app.state.health = agency, thread_store, StoreHealth(thread_store)
     _add_error_handlers(app)
     add_routes(app, agency, app.state.health, streams, protected=auth_token is not None, durable=turns is not None)
     if turns is not None:
         from ._durable import add_durable_routes
 
         add_durable_routes(app, agency, turns, protected=auth_token is not None, write_timeout=streams.write_timeout)
-    app.state.durable = turns
-    app.state.streams = streams
-    app.state.a2a = service
-    public = PUBLIC_PATHS
-    if service is not None:
-        app.router.routes.extend(service.routes())
-        public = PUBLIC_PATHS | {service.card_path}
+    app.state.durable, app.state.streams, app.state.a2a = turns, streams, service
+    public = PUBLIC_PATHS if service is None else service.mount(app) | PUBLIC_PATHS
     app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes, public_paths=public)
     return app
+
+
+def _check_limits(auth_token: str | None, max_body_bytes: int) -> None:
+    if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
+        raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
 
 
 def _built_agency(agency_factory: AgencyFactory, thread_store: ThreadStore) -> Agency:

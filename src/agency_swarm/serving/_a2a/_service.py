@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncGenerator
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
 from a2a.server.context import ServerCallContext
@@ -124,6 +125,11 @@ class A2AService:
             request_context_builder=TaskIds(),
         )
         self.handler.tasks = self.tasks
+
+    def mount(self, app: Any) -> frozenset[str]:
+        """Add the routes to the app (outside its OpenAPI document: A2A has its own); the paths without auth."""
+        app.router.routes.extend(self.routes())
+        return frozenset({self.card_path})
 
     def routes(self) -> list[BaseRoute]:
         rest = [route for route in create_rest_routes(self.handler, path_prefix=REST_PATH)
