@@ -63,3 +63,10 @@ def build_caller(store: ThreadStore | None = None, url: str | None = None, **rem
     developer = RemoteAgent(name="Developer", url=url or os.environ[REMOTE_ENV], **remote)
     ceo = Agent(name="CEO", description="Talks to the user.", model=ScriptedModel(ceo_script, name="ceo"))
     return Agency([ceo, [ceo, developer]], thread_store=store)
+
+
+def build_shallow_remote(store: ThreadStore) -> Agency:
+    """build_remote's agents under a depth limit of 1: a message from depth 1 may not be sent on."""
+    agency = build_remote(store)
+    return Agency([agency.agents["Developer"], [agency.agents["Developer"], agency.agents["QA"]]],
+                  thread_store=store, max_recursion_depth=1)
