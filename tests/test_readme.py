@@ -5,6 +5,8 @@ A marker is an HTML comment on the lines just before a block (GitHub does not sh
 - `<!-- readme-test: except "PREFIX" (why) -->` on a bash block: its commands run, those starting with PREFIX not.
 - `<!-- readme-test: output-of "COMMAND" -->`: the block is exactly what COMMAND (run earlier) printed.
 - `<!-- readme-test: file NAME -->`: the block is written to NAME in the scratch directory (later blocks use it).
+- `<!-- readme-test: a2a -->`: the A2A blocks: the bash block's `agency-swarm serve --a2a` runs (a scripted Developer
+  agency in place of its factory) and the python block after it calls that process over A2A.
 - `<!-- readme-test: serve -->`: the serving block. A real `agency-swarm serve` (a scripted agency, the token in
   API_TOKEN) listens on 127.0.0.1:8000, or on a free port when 8000 is taken, and the README's exact `curl` line
   runs against it (only `localhost:8000` is rewritten then).
@@ -171,7 +173,7 @@ def test_every_readme_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     namespace: dict[str, Any] = {}  # shared by the python blocks, as in one notebook
     for block in readme_blocks(README.read_text()):
         where = f"README.md:{block.line}"
-        if block.mode in ("skip", "serve"):  # serve: test_the_readme_serving_block_answers_its_curl_line
+        if block.mode in ("skip", "serve", "a2a"):  # serve, a2a: the tests below run them
             tally.not_run.append(f"{where} {block.mode} {block.argument}")
         elif block.mode == "output-of":
             assert printed[block.quoted()[0]] == block.body, f"{where} is not what the command prints"
@@ -252,3 +254,39 @@ def test_no_fenced_block_hides_from_this_test_by_indentation() -> None:
     """A fence indented (inside a list item) is not one `readme_blocks` sees: it would never run."""
     indented = [n for n, line in enumerate(README.read_text().splitlines(), 1) if re.match(r"\s+```", line)]
     assert indented == [], f"README lines {indented}: put these blocks at the start of the line"
+
+
+def test_the_readme_a2a_blocks_run_across_two_processes(tmp_path: Path) -> None:
+    from serving_support import free_port, start_serve
+
+    bash, python = [block for block in readme_blocks(README.read_text()) if block.mode == "a2a"]
+    [command] = bash.commands()
+    arguments = shlex.split(command)
+    assert arguments[:2] == ["agency-swarm", "serve"]
+    assert "--a2a" in arguments
+    port = 8001 if _free(8001) else free_port()
+    arguments[arguments.index("--factory") + 1] = "a2a_app:build_remote"  # scripted: offline
+    arguments[arguments.index("--port") + 1] = str(port)
+    server = start_serve(arguments[2:], port=port)
+    try:
+        namespace = stand_ins()
+        body = python.body.replace("localhost:8001", f"localhost:{port}")
+        code = compile(body, f"README.md:{python.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            pending = eval(code, namespace)
+            if pending is not None:
+                asyncio.run(_finish(pending))
+    finally:
+        server.stop()
+    assert namespace["dev"].description == "Writes and deploys code."  # from the remote's card
+    assert printed.getvalue() == "Done: Developer did: Please do: Ship the login page [seen 1]\n"
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
