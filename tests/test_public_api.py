@@ -41,6 +41,8 @@ EXPECTED_ALL = [
     "AgentFinished",
     "AgentStarted",
     "ApprovalRequested",
+    "AttachmentError",
+    "AttachmentLimits",
     "ChartError",
     "ChatPaused",
     "ConfigError",
@@ -82,7 +84,9 @@ EXPECTED_ALL = [
     "ToolOutput",
     "TurnLockLost",
     "TurnLockingStore",
+    "file_part",
     "function_tool",
+    "image_part",
     "model_input",
 ]
 
@@ -98,8 +102,8 @@ EXPECTED_TESTING_ALL = [
 ]
 
 EXCEPTIONS = [
-    AgencySwarmError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId, ItemTooLarge,
-    MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout, ModelUnavailable,
+    AgencySwarmError, AttachmentError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId,
+    ItemTooLarge, MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout, ModelUnavailable,
     NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError, TurnLockLost,
 ]
 
@@ -141,6 +145,7 @@ def test_exception_hierarchy() -> None:
     assert issubclass(ChatPaused, ConfigError)
     assert issubclass(NothingToResume, ConfigError)
     assert issubclass(ReentrantTurn, ConfigError)
+    assert issubclass(AttachmentError, ConfigError)
     for cls in (MaxStepsExceeded, ModelError, OutputValidationError):
         assert issubclass(cls, RunError)
     for cls in (ModelAuthenticationError, ModelRequestError, ModelUnavailable):

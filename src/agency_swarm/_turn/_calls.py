@@ -10,6 +10,8 @@ from typing import Any, assert_never
 from agents import AgentsException, FunctionTool, UserError, custom_span, function_span
 from openai.types.responses import ResponseFunctionToolCall
 
+from .._attachments._incoming import Incoming, forwarded
+from .._attachments._view import by_id
 from .._base import _sdk
 from .._base._errors import ItemTooLarge
 from .._base._events import ApprovalRequested, Event, MessageSent, ToolCalled, ToolOutput
@@ -22,7 +24,13 @@ from ._channel import EmitEvent
 from ._mcp_approvals import answer_mcp_approvals
 from ._nested_runs import NestedRun, nested_run
 from ._results import Interruption
-from ._send_message import depth_refusal, failure_output, parse_send_request, reentry_refusal
+from ._send_message import (
+    depth_refusal,
+    failure_output,
+    parse_send_request,
+    reentry_refusal,
+    unknown_attachments,
+)
 from ._setup import Setup
 from ._state import SEND_CALL_ID, AgentTurn, Run, Turn
 from ._steps import (
@@ -387,13 +395,20 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
     if pair in run.open_pairs:
         outputs[index] = reentry_refusal(sender, recipient.name)
         return
+    sharing: Incoming | None = None
+    if request.attachments:
+        shared = _shared(turn, request.message, request.attachments)
+        if isinstance(shared, str):
+            outputs[index] = shared
+            return
+        sharing = shared
     thread = wiring.thread_manager.get_thread(run.chat_id, sender, recipient.name)
     continuing = step.resume and delivered(thread, call.call_id, request.message)
     if continuing and is_finished(thread.items):  # the reply exists; a crash came before it reached the caller
         outputs[index] = message_text(thread.items[-1])
         return
     sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
-    sub = Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit, sent_by=call.call_id)
+    sub = Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit, sent_by=call.call_id, arriving=sharing)
     if turn.span is not None:
         sub.parent_span = started(custom_span(name=SEND_MESSAGE, parent=turn.span, data={
             "caller": sender, "recipient": recipient.name, "depth": depth, "chat_id": run.chat_id,
@@ -405,7 +420,7 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         if emit is not None:
             await emit(MessageSent(
                 agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, recipient=recipient.name,
-                message=request.message, call_id=call.call_id,
+                message=request.message, call_id=call.call_id, attachments=request.attachments,
             ))
         await state.agent_turn(sub, None if continuing else request.message, request.additional_instructions)
         outputs[index] = _AWAITING if sub.paused else _as_text(sub.output)
@@ -416,6 +431,19 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         run.open_pairs.discard(pair)
         if sub.parent_span is not None:
             finish(sub.parent_span, failed)
+
+
+def _shared(turn: Turn, text: str, ids: list[str]) -> Incoming | str:
+    """The attachments a send passes on, by the ids the sender's model named: each one must be in the sender's own
+    thread (what it has seen); else the text that tells the model which ids it may use."""
+    known = by_id(turn.thread.items)
+    unknown = [name for name in ids if name not in known]
+    if unknown:
+        return unknown_attachments(unknown, known)
+    limit = turn.wiring.thread_manager.attachments.limits.max_parts
+    if len(ids) > limit:
+        return f"Error: at most {limit} attachments go with one message; you named {len(ids)}."
+    return forwarded(text, [known[name] for name in ids])
 
 
 def _as_text(output: Any) -> str:
