@@ -11,6 +11,7 @@ import agency_swarm.testing
 from agency_swarm import (
     Agency,
     AgencySwarmError,
+    AttachmentError,
     Agent,
     ChartError,
     ChatPaused,

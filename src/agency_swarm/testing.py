@@ -76,12 +76,16 @@ class Fail:
     partial_text: str = ""
 
 
-def send_message(recipient: str, message: str, additional_instructions: str | None = None) -> ToolCall:
-    """A `send_message` call as the model would make it."""
-    return ToolCall(
-        "send_message",
-        {"recipient_agent": recipient, "message": message, "additional_instructions": additional_instructions},
-    )
+def send_message(
+    recipient: str, message: str, additional_instructions: str | None = None, attachments: list[str] | None = None
+) -> ToolCall:
+    """A `send_message` call as the model would make it; `attachments`: ids of attachments it passes on."""
+    arguments: dict[str, Any] = {
+        "recipient_agent": recipient, "message": message, "additional_instructions": additional_instructions,
+    }
+    if attachments is not None:
+        arguments["attachments"] = attachments
+    return ToolCall("send_message", arguments)
 
 
 Step: TypeAlias = "str | Text | ToolCall | Fail | BaseModel | Sequence[str | ToolCall | Text | BaseModel]"

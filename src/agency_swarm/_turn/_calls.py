@@ -383,8 +383,9 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
     """Check chart, depth and re-entry; then run the recipient one level deeper. Refusals become outputs."""
     wiring, run, sender, call, outputs = turn.wiring, turn.run, turn.agent.name, step.call, state.outputs
     request = parse_send_request(call.arguments, wiring.recipients)
-    if isinstance(request, str):
-        outputs[index] = request
+    sharing = None if isinstance(request, str) else _shared(turn, request.message, request.attachments)
+    if isinstance(request, str) or isinstance(sharing, str):
+        outputs[index] = request if isinstance(request, str) else sharing
         return
     recipient = wiring.recipients[request.recipient]
     depth = turn.depth + 1
@@ -395,13 +396,6 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
     if pair in run.open_pairs:
         outputs[index] = reentry_refusal(sender, recipient.name)
         return
-    sharing: Incoming | None = None
-    if request.attachments:
-        shared = _shared(turn, request.message, request.attachments)
-        if isinstance(shared, str):
-            outputs[index] = shared
-            return
-        sharing = shared
     thread = wiring.thread_manager.get_thread(run.chat_id, sender, recipient.name)
     continuing = step.resume and delivered(thread, call.call_id, request.message)
     if continuing and is_finished(thread.items):  # the reply exists; a crash came before it reached the caller
@@ -433,9 +427,12 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
             finish(sub.parent_span, failed)
 
 
-def _shared(turn: Turn, text: str, ids: list[str]) -> Incoming | str:
-    """The attachments a send passes on, by the ids the sender's model named: each one must be in the sender's own
-    thread (what it has seen); else the text that tells the model which ids it may use."""
+def _shared(turn: Turn, text: str, ids: list[str]) -> Incoming | str | None:
+    """The message of a send that passes attachments on, by the ids the sender's model named (None: it passes none):
+    each one must be in the sender's own thread (what it has seen); else the text that tells the model which ids it
+    may use."""
+    if not ids:
+        return None
     known = by_id(turn.thread.items)
     unknown = [name for name in ids if name not in known]
     if unknown:
