@@ -4,6 +4,7 @@ names them by (shown next to each one to agents that can pass them on), and the 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -14,6 +15,7 @@ Base64Of = Callable[[str], "str | None"]
 """The base64 text of the bytes stored under a sha256 digest; None when they are missing."""
 
 ID_PREFIX = "att_"
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 _SOURCE_KEYS = ("image_url", "file_url", "file_id", "file_data")
 
 
@@ -51,8 +53,9 @@ def digests(items: Iterable[Item]) -> set[str]:
     for item in items:
         for part in attachment_parts(item):
             ref = part.get(ATTACHMENT)
-            if isinstance(ref, dict) and isinstance(ref.get("sha256"), str):
-                found.add(ref["sha256"])
+            digest = ref.get("sha256") if isinstance(ref, dict) else None
+            if isinstance(digest, str) and _DIGEST.fullmatch(digest):
+                found.add(digest)
     return found
 
 
