@@ -108,9 +108,9 @@ def decode_data_url(url: str, where: str, limits: AttachmentLimits) -> tuple[str
 
 def decode_base64(text: str, where: str, limits: AttachmentLimits) -> bytes:
     """The bytes of base64 text, refused when it is not base64 or decodes to more than `max_part_bytes`."""
-    if len(text) // 4 * 3 > limits.max_part_bytes + 3:
-        size = len(text) // 4 * 3
-        raise AttachmentError(f"{where} is about {size} bytes, over max_part_bytes={limits.max_part_bytes}.",
+    size = len(text) // 4 * 3 - text[-2:].count("=")  # what valid base64 of this length decodes to
+    if size > limits.max_part_bytes:  # refused before decoding
+        raise AttachmentError(f"{where} is {size} bytes, over max_part_bytes={limits.max_part_bytes}.",
                               problem="too_large", size=size, limit=limits.max_part_bytes)
     try:
         data = base64.b64decode(text, validate=True)
