@@ -10,7 +10,7 @@ import os
 import sqlite3
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +32,13 @@ PNG_ID = "att_" + DIGEST[:12]
 
 
 @pytest.fixture(params=list(BACKENDS))
-async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[str, Backend]]:
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Backend]:
     name: str = request.param
     if name == "postgres" and not await _postgres_reachable():
         if os.environ.get("CI") == "true":
             pytest.fail(f"PostgreSQL at {POSTGRES_URL} is unreachable in CI")
         pytest.skip(f"PostgreSQL at {POSTGRES_URL} is unreachable")
-    yield name, BACKENDS[name](tmp_path)
+    return name, BACKENDS[name](tmp_path)
 
 
 def team(store: ThreadStore, seen: dict[str, list[ModelCall]]) -> Agency:
@@ -71,7 +71,8 @@ async def blob_count(name: str, store: Any, tmp_path: Path) -> int:
         return int((tmp_path / "threads" / "blobs" / DIGEST).exists())
     if name == "sqlite":
         with sqlite3.connect(tmp_path / "threads.db") as conn:
-            return int(conn.execute("SELECT count(*) FROM agency_swarm_blobs WHERE digest = ?", (DIGEST,)).fetchone()[0])
+            found = conn.execute("SELECT count(*) FROM agency_swarm_blobs WHERE digest = ?", (DIGEST,)).fetchone()
+            return int(found[0])
     conn = await asyncpg.connect(POSTGRES_URL)
     try:
         return int(await conn.fetchval("SELECT count(*) FROM agency_swarm_blobs WHERE digest = $1", DIGEST))
@@ -80,7 +81,7 @@ async def blob_count(name: str, store: Any, tmp_path: Path) -> int:
 
 
 async def test_a_restart_gives_every_model_exactly_the_input_it_had(backend: tuple[str, Backend]) -> None:
-    name, opened = backend
+    _, opened = backend
     chat_id = f"att-{uuid.uuid4().hex[:10]}"
     before: dict[str, list[ModelCall]] = {}
     agency = team(await opened.open(), before)

@@ -11,8 +11,8 @@ import agency_swarm.testing
 from agency_swarm import (
     Agency,
     AgencySwarmError,
-    AttachmentError,
     Agent,
+    AttachmentError,
     ChartError,
     ChatPaused,
     ConfigError,
@@ -104,8 +104,8 @@ EXPECTED_TESTING_ALL = [
 
 EXCEPTIONS = [
     AgencySwarmError, AttachmentError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId,
-    ItemTooLarge, MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout, ModelUnavailable,
-    NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError, TurnLockLost,
+    ItemTooLarge, MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout,
+    ModelUnavailable, NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError, TurnLockLost,
 ]
 
 
