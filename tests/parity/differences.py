@@ -280,7 +280,9 @@ def _attachments_by_reference(scenario: Scenario, runner: Outcome, ours: Outcome
     seen to name exactly Runner's bytes (their sha256, size and data URL header)."""
     for ours_item, runner_item in zip(ours.items or [], runner.items or [], strict=False):
         ours_parts, runner_parts = ours_item.get("content"), runner_item.get("content")
-        if not (isinstance(ours_parts, list) and isinstance(runner_parts, list)) or len(ours_parts) != len(runner_parts):
+        if not (isinstance(ours_parts, list) and isinstance(runner_parts, list)):
+            continue
+        if len(ours_parts) != len(runner_parts):
             continue
         for index, (part, theirs) in enumerate(zip(ours_parts, runner_parts, strict=True)):
             reference = part.get("attachment") if isinstance(part, dict) else None
