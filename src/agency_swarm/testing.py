@@ -119,10 +119,15 @@ class ModelCall:
 
     @property
     def last_user_message(self) -> str:
+        """The text of the last user message (of a list of parts: its text parts, one per line)."""
         for item in reversed(self.input):
             if item.get("role") == "user":
                 content = item.get("content")
-                return content if isinstance(content, str) else json.dumps(content)
+                if isinstance(content, str):
+                    return content
+                if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+                    return "\n".join(str(part.get("text")) for part in content if part.get("type") == "input_text")
+                return json.dumps(content)
         return ""
 
     @property
