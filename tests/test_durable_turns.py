@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -10,7 +12,7 @@ import pytest
 from agents import function_tool
 from dbos import DBOSClient
 
-from agency_swarm import Agency, Agent, ConfigError, SQLThreadStore, TurnLockLost
+from agency_swarm import Agency, Agent, AttachmentError, ConfigError, SQLThreadStore, TurnLockLost, image_part
 from agency_swarm import durable as durable_package
 from agency_swarm.durable import DurableTurns, TurnFailed, UnknownTurn
 from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall
@@ -187,3 +189,22 @@ async def test_a_durable_resume_applies_its_decisions_once_per_key(turns: Durabl
     with pytest.raises(TurnFailed) as failed:
         await wrong.result()
     assert failed.value.kind in ("bad_request", "nothing_to_resume")
+
+
+async def test_a_submitted_image_is_stored_before_it_is_queued_and_the_model_gets_it(turns: DurableTurns) -> None:
+    png = base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    chat_id = chat()
+    message = [{"role": "user", "content": [{"type": "input_text", "text": "hello"}, image_part(png)]}]
+    handle = await turns.submit(message, chat_id=chat_id)  # type: ignore[arg-type]
+    result = await handle.result()
+    assert result.final_output == "done: hello"
+    assert result.new_items[0]["content"][1]["attachment"]["sha256"] == hashlib.sha256(png).hexdigest()
+    model = turns.agency.entry_points[0].model
+    assert isinstance(model, ScriptedModel)
+    assert model.calls[-1].input[0]["content"][1]["image_url"] == message[0]["content"][1]["image_url"]
+    with pytest.raises(AttachmentError, match="not valid base64"):
+        await turns.submit([{"role": "user", "content": [
+            {"type": "input_image", "image_url": "data:image/png;base64,@@", "detail": "auto"}]}], chat_id=chat_id)
+    await turns.agency.thread_manager.delete_chat(chat_id)

@@ -12,6 +12,7 @@ from agency_swarm import (
     Agency,
     AgencySwarmError,
     Agent,
+    AttachmentError,
     ChartError,
     ChatPaused,
     ConfigError,
@@ -42,6 +43,8 @@ EXPECTED_ALL = [
     "AgentFinished",
     "AgentStarted",
     "ApprovalRequested",
+    "AttachmentError",
+    "AttachmentLimits",
     "ChartError",
     "ChatPaused",
     "ConfigError",
@@ -86,7 +89,9 @@ EXPECTED_ALL = [
     "ToolOutput",
     "TurnLockLost",
     "TurnLockingStore",
+    "file_part",
     "function_tool",
+    "image_part",
     "model_input",
 ]
 
@@ -102,9 +107,10 @@ EXPECTED_TESTING_ALL = [
 ]
 
 EXCEPTIONS = [
-    AgencySwarmError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId, ItemTooLarge,
-    MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout, ModelUnavailable,
-    NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError, TurnLockLost, RemoteAgentError,
+    AgencySwarmError, AttachmentError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId,
+    ItemTooLarge, MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout,
+    ModelUnavailable, NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError, TurnLockLost,
+    RemoteAgentError,
 ]
 
 
@@ -145,6 +151,7 @@ def test_exception_hierarchy() -> None:
     assert issubclass(ChatPaused, ConfigError)
     assert issubclass(NothingToResume, ConfigError)
     assert issubclass(ReentrantTurn, ConfigError)
+    assert issubclass(AttachmentError, ConfigError)
     for cls in (MaxStepsExceeded, ModelError, OutputValidationError, RemoteAgentError):
         assert issubclass(cls, RunError)
     for cls in (ModelAuthenticationError, ModelRequestError, ModelUnavailable):

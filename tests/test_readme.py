@@ -166,6 +166,8 @@ class Tally:
 
 def test_every_readme_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # files the blocks write land here
+    (tmp_path / "photo.png").write_bytes((ROOT / "examples" / "agentflow" / "flag.png").read_bytes())
+    (tmp_path / "report.pdf").write_bytes(b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n")  # files it names
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("API_TOKEN", SERVE_TOKEN)
     tally = Tally()

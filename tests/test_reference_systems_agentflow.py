@@ -79,6 +79,26 @@ async def test_the_verifier_stops_the_loop_and_the_memory_holds_every_action(tmp
     assert "calculator(1250000 / 5000)" in (models[VERIFIER].calls[-1].system_instructions or "")
 
 
+async def test_every_role_receives_the_image_with_the_question(tmp_path: Path) -> None:
+    models = offline.scripted_models()
+    solution = await solve(build_agency(lambda name: models[name]), app.IMAGE_QUESTION, image=app.FLAG,
+                           log_dir=tmp_path / "logs", clock=ManualClock())
+    assert solution.answer == "calculator returned: 1250000 / 5000 = 250"
+    flag = app.FLAG.read_bytes()
+    for role in (SOLVER, PLANNER, EXECUTOR, VERIFIER):
+        assert models[role].calls, role
+        for call in models[role].calls:  # every model call of every role holds the picture, as its bytes
+            assert set(offline.images(call)) == {flag}, (role, call.input)
+    # stored once: the threads hold references, the chat's one copy of the bytes is the store's
+    threads = await solution_threads(solution)
+    assert "base64," not in json.dumps(threads)
+
+
+async def solution_threads(solution: Solution) -> dict[str, Any]:
+    agency = solution.result.last_agent.wiring.thread_manager  # type: ignore[union-attr]
+    return await agency.read_threads(solution.result.chat_id)
+
+
 async def test_every_step_is_in_the_audit_log(tmp_path: Path) -> None:
     solution, _, _ = await run(tmp_path)
     assert solution.log_path.parent == tmp_path / "logs"
@@ -185,6 +205,7 @@ def test_main_runs_offline_in_one_command(tmp_path: Path) -> None:
     assert done.stderr == ""
     lines = done.stdout.splitlines()
     assert lines[0] == "Using scripted offline models (set OPENAI_API_KEY to use a real model)"
+    assert lines[1] == f"user -> {SOLVER}: {app.IMAGE_QUESTION}"  # offline, the question is about flag.png
     assert '  Executor calls calculator({"expression": "1250000 / 5000"})' in lines
     assert "Answer: calculator returned: 1250000 / 5000 = 250" in lines  # labelled once
     assert not any(line.startswith("Answer: Answer:") for line in lines)

@@ -1,6 +1,7 @@
 """Answer a question with planner / executor / verifier agents and a shared memory; every step goes to a JSON Lines
-audit log. `.venv/bin/python examples/agentflow/main.py [--question ...] [--log-dir DIR] [--max-steps N]
-[--max-time SECONDS]`. Offline with scripted models unless OPENAI_API_KEY is set (then gpt-4.1-mini)."""
+audit log. `.venv/bin/python examples/agentflow/main.py [--question ...] [--image [PATH_OR_URL]] [--log-dir DIR]
+[--max-steps N] [--max-time SECONDS]`. Offline with scripted models unless OPENAI_API_KEY is set (then gpt-4.1-mini);
+offline, without a question, it asks about the flag in flag.png, which every agent's model receives."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from agentflow.team import SOLVER, build_agency
 
 OPENAI_MODEL = "gpt-4.1-mini"
 DEFAULT_QUESTION = "What is the population density of Lumaria, in people per square kilometre?"
+IMAGE_QUESTION = "What is the population density of the country whose flag this is, in people per square kilometre?"
+FLAG = Path(__file__).resolve().parent / "flag.png"
+"""A tiny flag (6x4 pixels): what the offline run asks about, and `--image` alone."""
 
 
 def show(event: Event) -> None:
@@ -55,7 +59,9 @@ def report(solution: Solution) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Planner / executor / verifier with memory and an audit log.")
-    parser.add_argument("--question", default=DEFAULT_QUESTION)
+    parser.add_argument("--question", default=None)
+    parser.add_argument("--image", nargs="?", const=str(FLAG), default=None,
+                        help="a path or http(s) URL of an image every agent sees (alone: the example's flag)")
     parser.add_argument("--log-dir", type=Path, default=None, help="where the audit log goes (default: a temp dir)")
     parser.add_argument("--max-steps", type=int, default=5)
     parser.add_argument("--max-time", type=float, default=120.0, help="seconds")
@@ -68,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     if log_dir.exists() and not log_dir.is_dir():
         parser.error(f"--log-dir {log_dir} exists and is not a directory")
     models: Mapping[str, Model | str]
-    if os.environ.get("OPENAI_API_KEY"):
+    offline = not os.environ.get("OPENAI_API_KEY")
+    if not offline:
         print(f"Using OpenAI model {OPENAI_MODEL} (OPENAI_API_KEY is set)")
         models = dict.fromkeys(scripted_models(), OPENAI_MODEL)
     else:
@@ -76,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
         agents.set_tracing_disabled(True)
         models = scripted_models()
     agency = build_agency(lambda name: models[name])
-    solution = asyncio.run(solve(agency, args.question, log_dir=log_dir, limits=limits, on_event=show))
+    image = args.image if args.image or args.question or not offline else str(FLAG)
+    question = args.question or (IMAGE_QUESTION if image else DEFAULT_QUESTION)
+    solution = asyncio.run(solve(agency, question, image=image, log_dir=log_dir, limits=limits, on_event=show))
     report(solution)
     return 0
 

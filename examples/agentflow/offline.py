@@ -4,8 +4,11 @@ solver reads the replies in its history."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall, send_message
@@ -15,6 +18,29 @@ from .team import EXECUTOR, PLANNER, SOLVER, VERIFIER, NextStep, Verdict
 POPULATION = re.compile(r"Population: ([\d,]+)")
 AREA = re.compile(r"land area of ([\d,]+) square kilometres")
 CALCULATED = re.compile(r"calculator\(.*\) -> .* = ")
+ATTACHMENT = re.compile(r"\[attachment (att_[0-9a-f]{12}):")
+FLAGS = {hashlib.sha256((Path(__file__).parent / "flag.png").read_bytes()).hexdigest(): "Lumaria"}
+"""The flags these stand-ins recognise (by their bytes: a real model would look at the picture)."""
+
+
+def images(call: ModelCall) -> list[bytes]:
+    """The bytes of every image the model was sent (as data URLs)."""
+    found = []
+    for item in call.input:
+        for part in item.get("content") if isinstance(item.get("content"), list) else []:
+            url = part.get("image_url") if isinstance(part, dict) and part.get("type") == "input_image" else None
+            if isinstance(url, str) and url.startswith("data:"):
+                found.append(base64.b64decode(url.partition(",")[2]))
+    return found
+
+
+def _country(call: ModelCall) -> str:
+    """The country the question is about: the one whose flag was sent, else the one it names."""
+    for image in images(call):
+        country = FLAGS.get(hashlib.sha256(image).hexdigest())
+        if country is not None:
+            return country
+    return "Lumaria"
 
 
 def _memory(call: ModelCall) -> str:
@@ -23,12 +49,12 @@ def _memory(call: ModelCall) -> str:
 
 def planner(call: ModelCall) -> Step:
     """Find the population, then the area, then divide: the steps a density question needs."""
-    memory = _memory(call)
+    memory, country = _memory(call), _country(call)
     population, area = POPULATION.search(memory), AREA.search(memory)
     if population is None:
-        step = ("Find Lumaria's population.", "search", "Lumaria population", "Nothing is known yet.")
+        step = (f"Find {country}'s population.", "search", f"{country} population", "Nothing is known yet.")
     elif area is None:
-        step = ("Find Lumaria's land area.", "search", "Lumaria land area square kilometres",
+        step = (f"Find {country}'s land area.", "search", f"{country} land area square kilometres",
                 f"Population: {population[1]}.")
     else:
         numbers = f"{population[1]} / {area[1]}".replace(",", "")
@@ -63,18 +89,19 @@ def verifier(call: ModelCall) -> Step:
 def solver(call: ModelCall) -> Step:
     """Planner -> Executor -> Verifier, again until STOP; picks its move from the reply it got last."""
     question = _first_user_message(call)
+    shown = ATTACHMENT.findall(json.dumps(call.input)) or None  # an image the user sent: every agent gets it
     if call.last_user_message.startswith("Stop now"):
         return f"Stopped early; best answer so far: {_last_reply(call, EXECUTOR) or 'nothing was found'}"
     last = _last_send(call)
     if last is None or (last[0] == VERIFIER and Verdict.model_validate_json(last[1]).conclusion == "CONTINUE"):
-        return send_message(PLANNER, f"Question: {question}\nWhat is the next step?")
+        return send_message(PLANNER, f"Question: {question}\nWhat is the next step?", None, shown)
     recipient, reply = last
     if recipient == PLANNER:
         step = NextStep.model_validate_json(reply)
         return send_message(EXECUTOR, f"Sub-goal: {step.sub_goal}\nTool: {step.tool_name}\n"
-                                      f"Input: {step.tool_input}\nContext: {step.context}")
+                                      f"Input: {step.tool_input}\nContext: {step.context}", None, shown)
     if recipient == EXECUTOR:
-        return send_message(VERIFIER, f"Question: {question}\nIs it answered now?")
+        return send_message(VERIFIER, f"Question: {question}\nIs it answered now?", None, shown)
     return _last_reply(call, EXECUTOR) or "Nothing was found."  # the answer itself: main.py labels it
 
 
@@ -102,7 +129,11 @@ def _last_reply(call: ModelCall, agent: str) -> str | None:
 
 
 def _first_user_message(call: ModelCall) -> str:
-    return next((str(item["content"]) for item in call.input if item.get("role") == "user"), "")
+    first = next((item["content"] for item in call.input if item.get("role") == "user"), "")
+    if isinstance(first, str):
+        return first
+    return "\n".join(part["text"] for part in first if part.get("type") == "input_text"
+                     and not ATTACHMENT.match(part["text"]))
 
 
 def scripted_models() -> dict[str, ScriptedModel]:

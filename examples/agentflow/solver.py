@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agency_swarm import Agency, AgentFinished, AgentStarted, Event, RunResult, ToolCalled
+from agency_swarm import Agency, AgentFinished, AgentStarted, Event, RunResult, ToolCalled, image_part
 
 from .memory import FlowState, Memory
 from .team import EXECUTOR, PLANNER, SOLVER, VERIFIER, NextStep, Verdict
@@ -96,10 +96,18 @@ def limit_reached(steps_done: int, elapsed: float, limits: Limits) -> str | None
     return None
 
 
+def asking(question: str, image: str | Path | None) -> str | list[dict[str, Any]]:
+    """The user's message: the question, with the image (a path or an http(s) URL) when there is one."""
+    if image is None:
+        return question
+    return [{"role": "user", "content": [{"type": "input_text", "text": question}, image_part(image)]}]
+
+
 async def solve(
     agency: Agency,
     question: str,
     *,
+    image: str | Path | None = None,
     log_dir: Path,
     limits: Limits = Limits(),
     clock: Callable[[], float] = time.time,
@@ -110,7 +118,7 @@ async def solve(
     audit = AuditLog(log_dir / f"agentflow-{uuid.uuid4().hex[:12]}.jsonl", clock)
     start, verdict, stop_reason = clock(), None, None
     chat_id = f"solve-{uuid.uuid4().hex[:12]}"
-    stream = agency.get_response_stream(question, chat_id=chat_id, context=state)
+    stream = agency.get_response_stream(asking(question, image), chat_id=chat_id, context=state)
     async with stream:
         async for event in stream:
             if isinstance(event, AgentStarted) and event.agent == PLANNER:

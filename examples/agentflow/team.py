@@ -33,6 +33,8 @@ class Verdict(BaseModel):
 
 
 SOLVER_INSTRUCTIONS = f"""You solve the user's question with three agents, using send_message:
+0. If the user sent an image, pass it on with every message you send (`attachments`: its id, shown as
+   [attachment att_...]): every agent needs to see it.
 1. Ask {PLANNER} for the next step (send the question).
 2. Send {EXECUTOR} the planner's sub-goal, tool name, tool input and context, exactly.
 3. Ask {VERIFIER} whether the question is answered now (send the question).

@@ -6,8 +6,11 @@ from typing import TYPE_CHECKING, Any
 from agents import ModelSettings, function_tool
 
 from ._agency._agency import Agency
+from ._attachments._media import AttachmentLimits
+from ._attachments._parts import file_part, image_part
 from ._base._errors import (
     AgencySwarmError,
+    AttachmentError,
     ChartError,
     ChatPaused,
     ConfigError,
@@ -86,6 +89,8 @@ __all__ = [
     "AgentFinished",
     "AgentStarted",
     "ApprovalRequested",
+    "AttachmentError",
+    "AttachmentLimits",
     "ChartError",
     "ChatPaused",
     "ConfigError",
@@ -130,6 +135,8 @@ __all__ = [
     "ToolOutput",
     "TurnLockLost",
     "TurnLockingStore",
+    "file_part",
     "function_tool",
+    "image_part",
     "model_input",
 ]

@@ -76,12 +76,16 @@ class Fail:
     partial_text: str = ""
 
 
-def send_message(recipient: str, message: str, additional_instructions: str | None = None) -> ToolCall:
-    """A `send_message` call as the model would make it."""
-    return ToolCall(
-        "send_message",
-        {"recipient_agent": recipient, "message": message, "additional_instructions": additional_instructions},
-    )
+def send_message(
+    recipient: str, message: str, additional_instructions: str | None = None, attachments: list[str] | None = None
+) -> ToolCall:
+    """A `send_message` call as the model would make it; `attachments`: ids of attachments it passes on."""
+    arguments: dict[str, Any] = {
+        "recipient_agent": recipient, "message": message, "additional_instructions": additional_instructions,
+    }
+    if attachments is not None:
+        arguments["attachments"] = attachments
+    return ToolCall("send_message", arguments)
 
 
 Step: TypeAlias = "str | Text | ToolCall | Fail | BaseModel | Sequence[str | ToolCall | Text | BaseModel]"
@@ -115,10 +119,15 @@ class ModelCall:
 
     @property
     def last_user_message(self) -> str:
+        """The text of the last user message (of a list of parts: its text parts, one per line)."""
         for item in reversed(self.input):
             if item.get("role") == "user":
                 content = item.get("content")
-                return content if isinstance(content, str) else json.dumps(content)
+                if isinstance(content, str):
+                    return content
+                if isinstance(content, list) and all(isinstance(part, dict) for part in content):
+                    return "\n".join(str(part.get("text")) for part in content if part.get("type") == "input_text")
+                return json.dumps(content)
         return ""
 
     @property

@@ -15,8 +15,10 @@ OUR_EVENT_MAP) and MAX_TURNS' argument mapping (Scenario.max_turns is Runner's `
 from __future__ import annotations
 
 import ast
+import base64
 import copy
 import dataclasses
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -271,6 +273,29 @@ def _tool_guardrail_tripwire_message(scenario: Scenario, runner: Outcome, ours: 
 
 
 _GUARDRAIL_SAW = re.compile(r"input guardrail saw (.*)", re.S)
+
+
+def _attachments_by_reference(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
+    """Each of our parts that holds a reference is replaced by Runner's part at the same place, once the reference is
+    seen to name exactly Runner's bytes (their sha256, size and data URL header)."""
+    for ours_item, runner_item in zip(ours.items or [], runner.items or [], strict=False):
+        ours_parts, runner_parts = ours_item.get("content"), runner_item.get("content")
+        if not (isinstance(ours_parts, list) and isinstance(runner_parts, list)):
+            continue
+        if len(ours_parts) != len(runner_parts):
+            continue
+        for index, (part, theirs) in enumerate(zip(ours_parts, runner_parts, strict=True)):
+            reference = part.get("attachment") if isinstance(part, dict) else None
+            if isinstance(reference, dict) and _names_the_bytes_of(reference, theirs):
+                ours_parts[index] = copy.deepcopy(theirs)
+
+
+def _names_the_bytes_of(reference: dict[str, Any], part: dict[str, Any]) -> bool:
+    data = str(part.get("image_url") or part.get("file_data") or "")
+    header, _, encoded = data.rpartition(",")
+    raw = base64.b64decode(encoded)
+    return (reference.get("sha256"), reference.get("size"), reference.get("encoding")) == (
+        hashlib.sha256(raw).hexdigest(), len(raw), header)
 
 
 def _input_guardrail_sees_text(scenario: Scenario, runner: Outcome, ours: Outcome) -> None:
@@ -579,6 +604,13 @@ DIFFERENCES: dict[str, Difference] = {d.name: d for d in [
         "the guardrail and its output_info (the SDK names only the guardrail's class; a nested agent's caller reads "
         "this text)",
         _tool_guardrail_tripwire_message,
+    ),
+    Difference(
+        "attachments_by_reference",
+        "an image or file given as bytes is stored once, and the items a result shows (`new_items`, "
+        "`to_input_list()`) hold a reference to its bytes (`attachment`: sha256, media type, size) where Runner's hold "
+        "the data URL; every model call still gets the data, exactly as Runner's",
+        _attachments_by_reference,
     ),
     Difference(
         "input_guardrail_sees_text",

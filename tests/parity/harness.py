@@ -505,7 +505,8 @@ class Scenario:
     """The model's responses, each a list of output items."""
     agent: Callable[[Kit], dict[str, Any]] = lambda kit: {}
     """Keyword arguments for the agent (tools, output_type, tool_use_behavior, hooks, guardrails, ...)."""
-    input: str = "Hello"
+    input: str | list[dict[str, Any]] = "Hello"
+    """The user's message: text, or input items (each side gets its own deep copy)."""
     context: Callable[[], Any] | None = None
     max_turns: int = 10
     """Runner's `max_turns`; ours gets the same number as the agent's `max_steps`."""
@@ -612,7 +613,7 @@ async def run_runner(scenario: Scenario, stream: bool) -> Outcome:
     except Exception as error:
         _error(outcome, error, "build")
         return _finish(outcome, kit, model)
-    state: Any = scenario.input
+    state: Any = copy.deepcopy(scenario.input)
     options: dict[str, Any] = {"context": context, "max_turns": scenario.max_turns, "run_config": run_config}
     for run, decision in _runs(scenario):
         if run:  # a resume: the paused run's state with the decision applied (its context and max_turns kept)
@@ -681,7 +682,7 @@ async def _runner_run(agent: Any, state: Any, options: dict[str, Any], outcome: 
     return streamed
 
 
-def _runner_result(outcome: Outcome, result: Any, run: int, input: str) -> None:
+def _runner_result(outcome: Outcome, result: Any, run: int, input: str | list[dict[str, Any]]) -> None:
     """One run's result: Runner's resumed result holds every item since the first run's input, so `items` is the
     last run's."""
     outcome.result = result
@@ -692,7 +693,7 @@ def _runner_result(outcome: Outcome, result: Any, run: int, input: str) -> None:
     outcome.items = [
         _input_item(item.to_input_item()) for item in result.new_items if not isinstance(item, ToolApprovalItem)
     ]
-    outcome.items.insert(0, {"content": input, "role": "user"})
+    outcome.items[:0] = [{"content": input, "role": "user"}] if isinstance(input, str) else copy.deepcopy(input)
     interruptions = [
         {"tool": item.name, "arguments": item.arguments, "call_id": approval_id(item), "run": run}
         for item in result.interruptions
@@ -781,9 +782,10 @@ async def _our_run(
         options = {"approve": list(decision.approve), "reject": reject}
         if decision.context is not None:
             options["context"] = decision.context()
+    given = copy.deepcopy(scenario.input)
     if not outcome.stream:
-        return await (agency.resume(**options) if run else agency.get_response(scenario.input, **options))
-    response_stream = agency.resume_stream(**options) if run else agency.get_response_stream(scenario.input, **options)
+        return await (agency.resume(**options) if run else agency.get_response(given, **options))
+    response_stream = agency.resume_stream(**options) if run else agency.get_response_stream(given, **options)
     async for event in response_stream:
         if event.type == "approval_requested":
             outcome.approval_events.append(event.tool)

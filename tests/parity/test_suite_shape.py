@@ -5,6 +5,7 @@ from __future__ import annotations
 from parity import (
     test_agent_options,
     test_approvals,
+    test_attachments,
     test_function_tools,
     test_fuzz_regressions,
     test_nested_pauses,
@@ -28,6 +29,7 @@ ALL: list[Scenario] = [
     *test_approvals.SCENARIOS,
     *test_nested_pauses.SCENARIOS,
     *test_fuzz_regressions.SCENARIOS,
+    *test_attachments.SCENARIOS,
 ]
 
 BUILT_IN = {"event_names", "per_pair_threads", "blocked_tool_response_kept"}

@@ -7,8 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from agents import Model, ModelProvider, Tool
+from agents import Model, ModelProvider, Tool, TResponseInputItem
 
+from .._attachments._media import AttachmentLimits
 from .._base._errors import ConfigError
 from .._base._names import SEND_MESSAGE
 from .._base._placeholders import check_placeholders
@@ -47,6 +48,7 @@ class Agency:
         retry: RetryPolicy | None = None,
         hooks: AgencyHooks | None = None,
         show_tool_errors: bool = True,
+        attachment_limits: AttachmentLimits | None = None,
     ) -> None:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigError(f"retry must be an agency_swarm.RetryPolicy or None, got {type(retry).__name__}.")
@@ -76,6 +78,7 @@ class Agency:
         self.thread_manager = ThreadManager(
             store=thread_store, load_threads_callback=load_threads_callback,
             save_threads_callback=save_threads_callback, max_chats_in_memory=max_chats_in_memory,
+            attachment_limits=attachment_limits,
         )
         self.thread_manager.recipients = frozenset(self._chart.agents)  # threads for other agents are not loaded
         self.model_provider = model_provider
@@ -169,7 +172,7 @@ class Agency:
     # -- turns (delegated to the agents' own loop) -----------------------------------------------
     async def get_response(
         self,
-        message: str,
+        message: str | list[TResponseInputItem],
         recipient_agent: str | Agent | None = None,
         *,
         chat_id: str | None = None,
@@ -178,6 +181,10 @@ class Agency:
         turn_id: str | None = None,
     ) -> RunResult:
         """One turn: the user's message to `recipient_agent` (default: the first entry point).
+
+        `message` is text, or input items as `agents.Runner` takes them: e.g. `[{"role": "user", "content":
+        [{"type": "input_text", "text": ...}, image_part("photo.png"), file_part("report.pdf")]}]`. Images and files
+        given as bytes are checked (`AttachmentLimits`) and stored once; threads hold references to them.
 
         `turn_id` makes the turn idempotent: it is stored with the message, and a call with an id the chat already
         holds never starts a second turn: it returns the finished turn's result again, or continues the unfinished
@@ -189,7 +196,7 @@ class Agency:
 
     def get_response_stream(
         self,
-        message: str,
+        message: str | list[TResponseInputItem],
         recipient_agent: str | Agent | None = None,
         *,
         chat_id: str | None = None,
@@ -205,7 +212,7 @@ class Agency:
 
     def get_response_sync(
         self,
-        message: str,
+        message: str | list[TResponseInputItem],
         recipient_agent: str | Agent | None = None,
         *,
         chat_id: str | None = None,

@@ -118,6 +118,23 @@ class ConfigFileError(ConfigError):
         self.key = key
 
 
+class AttachmentError(ConfigError):
+    """An image or file in a message was refused before anything of the message was stored.
+
+    `problem` names the rule it broke, one of: "bad_part" (not a part the model API takes), "bad_url", "not_base64",
+    "type_mismatch" (the bytes are not the declared type), "unsupported_type", "bad_file_id", "ambiguous" (a part
+    with both a URL and data), "no_such_file" (a path that does not exist), "too_large" (a part over the limit),
+    "too_many" (more parts than allowed), "message_too_large", "unknown_attachment" (a reference or id this chat
+    does not hold). `size` and `limit` (bytes or parts) come with the limits.
+    """
+
+    def __init__(self, message: str, *, problem: str, size: int | None = None, limit: int | None = None) -> None:
+        super().__init__(message)
+        self.problem = problem
+        self.size = size
+        self.limit = limit
+
+
 class ChatPaused(ConfigError):
     """A new message reached a chat whose last turn waits for tool approvals; `resume` it first."""
 

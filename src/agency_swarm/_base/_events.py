@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
 
@@ -29,6 +29,10 @@ class AgentStarted(Event):
 
     type: ClassVar[str] = "agent_started"
     message: str
+    """The message's text (input items: their text parts, one per line)."""
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+    """The message's images and files as stored: by reference to their bytes (or by URL or file id), never the
+    bytes themselves."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -58,6 +62,8 @@ class MessageSent(Event):
     recipient: str
     message: str
     call_id: str
+    attachments: list[str] = field(default_factory=list)
+    """The ids of the attachments the sender passed on with the message."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from .._base._errors import ConfigError
 from .._turn._agent import Agent
-from .._turn._state import RemoteMember, Turn
+from .._turn._state import Message, RemoteMember, Turn
 from ._card import fetch_card
 from ._protocol import require_a2a
 
@@ -62,7 +62,7 @@ class RemoteAgent(Agent, RemoteMember):
             self.card = fetch_card(name, self.url, self.headers)
             self.description = self.card.description or None
 
-    async def remote_turn(self, turn: Turn, message: str | None, additional_instructions: str | None) -> None:
+    async def remote_turn(self, turn: Turn, message: Message | None, additional_instructions: str | None) -> None:
         from ._turn import remote_turn
 
         await remote_turn(self, turn, message, additional_instructions)

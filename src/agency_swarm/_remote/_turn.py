@@ -7,13 +7,14 @@ import json
 import uuid
 from typing import Any
 
+from .._base._errors import RemoteAgentError
 from .._base._events import AgentFinished, AgentStarted, ApprovalRequested
 from .._threads._checks import AWAITING_APPROVAL, NESTED_RUN
 from .._threads._store import Item
 from .._threads._thread_items import call_mark, unanswered_calls
 from .._turn._nested_runs import paused_run_in, waits
 from .._turn._results import Interruption
-from .._turn._state import Turn, incoming
+from .._turn._state import Message, Turn, incoming
 from ._exchange import Outcome, exchange
 from ._protocol import DEPTH, META, Remote, derived_id
 
@@ -26,8 +27,11 @@ INPUT_TOOL = "a2a_input_required"
 approval like a local call, so `resume` decides it and a new message meanwhile gets ChatPaused."""
 
 
-async def remote_turn(agent: Remote, turn: Turn, message: str | None, additional_instructions: str | None) -> None:
+async def remote_turn(
+    agent: Remote, turn: Turn, given: Message | None, additional_instructions: str | None
+) -> None:
     run, thread = turn.run, turn.thread
+    message = None if given is None else _text_of(agent, turn, given)
     if turn.emit is not None:
         await turn.emit(AgentStarted(agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
                                      message=message if message is not None else _last_message(thread.items)[0]))
@@ -47,6 +51,29 @@ async def remote_turn(agent: Remote, turn: Turn, message: str | None, additional
             request = _request(turn, text, str(item.get(CONTEXT_ID)), str(item.get(MESSAGE_ID)), None)
     outcome = await exchange(agent, turn, request)
     await _settle(agent, turn, outcome)
+
+
+def _text_of(agent: Remote, turn: Turn, message: Message) -> str:
+    """The text a remote member is sent: a message of input items is sent as its text parts; images and files do not
+    cross to another service, and saying so beats sending the text without them."""
+    if isinstance(message, str):
+        return message
+    texts: list[str] = []
+    for item in message:
+        content = item.get("content") if isinstance(item, dict) else None
+        parts = [{"type": "input_text", "text": content}] if isinstance(content, str) else content or []
+        for part in parts:
+            if not (isinstance(part, dict) and part.get("type") in ("input_text", "output_text")):
+                raise _no_attachments(agent, turn)
+            texts.append(str(part.get("text", "")))
+    return "\n".join(texts)
+
+
+def _no_attachments(agent: Remote, turn: Turn) -> RemoteAgentError:
+    return RemoteAgentError(
+        f"Remote agent {agent.name!r} is sent text only: send it the message without attachments.",
+        agent=agent.name, chat_id=turn.run.chat_id, depth=turn.depth,
+    )
 
 
 async def _settle(agent: Remote, turn: Turn, outcome: Outcome) -> None:

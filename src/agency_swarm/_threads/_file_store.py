@@ -22,6 +22,7 @@ from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, StoreError
 from .._base._redact import secret_free_logger
 from ._checks import item_problem
 from ._dir_lock import SEVERAL_PROCESSES, DirectoryLock
+from ._file_blobs import FileBlobs
 from ._manager import check_chat_id, finish
 from ._store import DEFAULT_MAX_ITEM_BYTES, Item, Threads
 
@@ -234,13 +235,14 @@ class _Handle:
     size: int  # bytes in the file after the last successful append
 
 
-class FileThreadStore:
+class FileThreadStore(FileBlobs):
     """Keeps every chat as one append-only JSON Lines file in a local directory.
 
     Layout: `directory` (created with mode 0700) holds `<chat>.jsonl` per chat (mode 0600), where `<chat>` is
     the chat id's UTF-8 bytes with everything outside `[A-Za-z0-9_-]` written as `%XX` (ids whose encoded
     name would exceed 200 characters get `~<sha256>.jsonl` plus a `~<sha256>.id` file holding the id). Each
-    line is one item: `{"k": thread key, "i": item}`. One `append` is one unbuffered write of all its lines
+    line is one item: `{"k": thread key, "i": item}`. Attachment bytes live once in `blobs/<sha256>`, hard-linked
+    into `<chat>.attachments/` for each chat that holds them. One `append` is one unbuffered write of all its lines
     (`durable=True` also fsyncs, which survives power loss but costs a disk round trip per append).
 
     Crash repair on `load` (and before the first append of a process): a torn last line is cut off (logged;
@@ -368,6 +370,7 @@ class FileThreadStore:
                     pass
                 except OSError as exc:
                     raise StoreError(f"cannot delete {name}: {exc}") from exc
+            await self._drop_attachments(chat_id)  # after the items: a crash in between leaves bytes, not references
 
     async def aclose(self) -> None:
         if self._closed:

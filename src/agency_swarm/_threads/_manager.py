@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from .._base._errors import ConfigError, InvalidChatId, ItemTooLarge, ReentrantTurn
+from .._attachments._media import DEFAULT_LIMITS, AttachmentLimits
+from .._attachments._view import any_attachments
+from .._base._errors import ConfigError, InvalidChatId, ReentrantTurn
 from .._base._sync import INSIDE
-from ._checks import CALL_MARKS, only_known_recipients, without_refused_items
+from ._blobs import Attachments
+from ._checks import only_known_recipients, without_refused_items
 from ._store import (
     CallbackThreadStore,
     ChatVersion,
@@ -21,15 +24,14 @@ from ._store import (
     SaveThreadsCallback,
     Threads,
     ThreadStore,
-    immediate_append,
     validated_threads,
 )
+from ._thread import ConversationThread, ItemListener
 from ._thread_items import (
     call_marks,
     drop_lost_reasoning,
     ends_with_reasoning,
     has_call_marks,
-    held_elsewhere,
     interrupted_output,
     started_by_a_closed_send,
     unanswered_calls,
@@ -52,12 +54,6 @@ __all__ = [
     "ThreadManager",
     "check_chat_id",
 ]
-
-
-class ItemListener(Protocol):
-    """Told about every item the moment a thread gets it."""
-
-    def __call__(self, thread: ConversationThread, item: Item) -> None: ...
 
 
 def check_chat_id(chat_id: object) -> str:
@@ -86,128 +82,6 @@ def check_chat_id(chat_id: object) -> str:
     return chat_id
 
 
-class ConversationThread:
-    """The items one recipient's model sees on one sender->recipient pair of one chat, in order.
-
-    With a store, items join `items` only once the store took them: an append that fails leaves the thread as the
-    store has it. An append whose outcome is unknown (cancelled half-way, or a failure after which the store may
-    hold the items) calls `on_unknown(chat_id)`: the ThreadManager then reads the chat from the store again.
-    """
-
-    __slots__ = ("_append_now", "_listeners", "_on_unknown", "_store", "_view", "_view_length", "_view_lent",
-                 "chat_id", "has_marks", "items", "key", "lent", "recipient", "sender")
-
-    def __init__(
-        self,
-        chat_id: str,
-        sender: str,
-        recipient: str,
-        items: list[Item] | None = None,
-        store: ThreadStore | None = None,
-        listeners: list[ItemListener] | None = None,
-        on_unknown: Callable[[str], None] | None = None,
-    ) -> None:
-        self.chat_id = chat_id
-        self.sender = sender
-        self.recipient = recipient
-        self.key = f"{sender}->{recipient}"
-        self.items: list[Item] = items if items is not None else []
-        self.has_marks = bool(self.items) and has_call_marks(self.items)
-        """The thread holds approval bookkeeping items (`CALL_MARKS`), which the model must not be handed."""
-        self.lent = False
-        """`items` itself was handed to a model as its input: `writable` copies it first if anyone still holds it."""
-        self._view: list[Item] | None = None  # `model_view`'s list, and how many of `items` it has seen
-        self._view_length = 0
-        self._view_lent = False
-        self._store = store
-        self._append_now = immediate_append(store)
-        self._listeners = listeners if listeners is not None else []  # shared with the manager
-        self._on_unknown = on_unknown
-
-    async def append(self, item: Item) -> None:
-        """Add one item and persist it before returning."""
-        await self.extend([item])
-
-    async def extend(self, items: list[Item]) -> None:
-        """Add items in order; the store gets them in one append."""
-        stored = self.add(items)
-        if stored is not None:
-            await stored
-
-    def add(self, items: list[Item]) -> Awaitable[None] | None:
-        """Add items in order: stored first, then in `items`. Returns what to await for that, or None when it is
-        done already (no store, or a memory store: nothing to wait for)."""
-        if not items:
-            return None
-        store = self._store
-        if store is not None:
-            append_now = self._append_now
-            if append_now is None:
-                return self._stored(store, items)
-            append_now(self.chat_id, self.key, items)
-        self._grow(items)
-        if self._listeners:
-            self._tell(items)
-        return None
-
-    async def _stored(self, store: ThreadStore, items: list[Item]) -> None:
-        try:
-            await store.append(self.chat_id, self.key, items)
-        except (ItemTooLarge, ConfigError):
-            raise  # refused before anything was written: the thread stays as the store has it
-        except BaseException:
-            if self._on_unknown is not None:  # the store may hold the items or not: it is the one to ask
-                self._on_unknown(self.chat_id)
-            raise
-        self._grow(items)
-        if self._listeners:
-            self._tell(items)
-
-    def _grow(self, items: list[Item]) -> None:
-        (self._owned() if self.lent else self.items).extend(items)
-        if self._view is not None:
-            if self._view_lent:
-                self._view_lent = False
-                if held_elsewhere(self._view):  # a model or a hook kept the view it was given: it stays as it was
-                    self._view = list(self._view)
-            self._view.extend(item for item in items if item.get("type") not in CALL_MARKS)
-            self._view_length = len(self.items)
-
-    def writable(self) -> list[Item]:
-        """`items`, to change in place. A list lent to a model that someone (the model, a hook) still holds stays
-        theirs, unchanged: the thread goes on with a copy. Nobody else holding it, the lend cost no copy at all."""
-        self._view = None  # changed in place: `model_view` builds it again when next asked
-        return self._owned()
-
-    def _owned(self) -> list[Item]:
-        if self.lent:
-            self.lent = False
-            if held_elsewhere(self.items):
-                self.items = list(self.items)
-        return self.items
-
-    def model_view(self) -> list[Item]:
-        """`items` as a model may read them: without bookkeeping marks (`CALL_MARKS`). A thread with marks keeps this
-        list up with its appends instead of filtering the whole chat at every model call; it is lent like `items`
-        (copied before it grows if someone kept it) and built again after an in-place change."""
-        if not self.has_marks:
-            return self.items
-        if self._view is None or self._view_length != len(self.items):
-            self._view = without_call_marks(self.items)
-            self._view_length = len(self.items)
-        self._view_lent = True
-        return self._view
-
-    def _tell(self, items: list[Item]) -> None:
-        for item in items:
-            for listener in self._listeners:
-                listener(self, item)
-
-    def __repr__(self) -> str:
-        return f"ConversationThread({self.chat_id!r}, {self.key!r}, {len(self.items)} items)"
-
-
-
 @dataclass(frozen=True, slots=True)
 class PausedTurn:
     """What a paused (or cut short) top-level turn leaves in memory for a resume in the same process, as `Runner`'s
@@ -229,7 +103,10 @@ class ThreadManager:
         load_threads_callback: LoadThreadsCallback | None = None,
         save_threads_callback: SaveThreadsCallback | None = None,
         max_chats_in_memory: int = 10_000,
+        attachment_limits: AttachmentLimits | None = None,
     ) -> None:
+        if attachment_limits is not None and not isinstance(attachment_limits, AttachmentLimits):
+            raise ConfigError(f"attachment_limits must be an AttachmentLimits, got {type(attachment_limits).__name__}.")
         if isinstance(max_chats_in_memory, bool) or not isinstance(max_chats_in_memory, int) or max_chats_in_memory < 1:
             raise ConfigError(f"max_chats_in_memory must be an int >= 1, got {max_chats_in_memory!r}.")
         self.max_chats_in_memory = max_chats_in_memory
@@ -250,6 +127,8 @@ class ThreadManager:
             store = CallbackThreadStore(load_threads_callback, save_threads_callback)
         self.store: ThreadStore | None = store
         """None: this process's memory only (the threads here are the store; nothing is copied)."""
+        self.attachments = Attachments(store, attachment_limits or DEFAULT_LIMITS)
+        """The limits messages' images and files are checked against, and the bytes loaded chats refer to."""
         self.saves_turns = getattr(store, "end_turn", None) is not None
         """The store wants the whole chat at the end of each top-level turn (`save`)."""
         self._listeners: list[ItemListener] = []
@@ -283,7 +162,7 @@ class ThreadManager:
         thread = threads.get(key)
         if thread is None:
             thread = threads[key] = ConversationThread(
-                chat_id, sender, recipient, None, self.store, self._listeners, self._reread
+                chat_id, sender, recipient, None, self.store, self._listeners, self._reread, self.attachments
             )
         return thread
 
@@ -379,6 +258,7 @@ class ThreadManager:
         assert version is not None
         assert known is not None
         added = self._checked(chat_id, await load_after(chat_id, known), type(self.store).__name__, held=True)
+        added = await self.attachments.loaded(chat_id, added)
         self._add_stored(chat_id, added, at_end=True)
         self._versions[chat_id] = version.version
 
@@ -402,6 +282,7 @@ class ThreadManager:
         self._versions.pop(chat_id, None)
         self._unanswered.discard(chat_id)
         self._unknown.discard(chat_id)
+        self.attachments.forget(chat_id)
 
     def _reread(self, chat_id: str) -> None:
         """An append of this chat may or may not have reached the store: the next turn reads the chat from it."""
@@ -430,6 +311,7 @@ class ThreadManager:
             return
         assert self.store is not None  # a chat without a store is always loaded
         stored = self._checked(chat_id, await self.store.load(chat_id), type(self.store).__name__)
+        stored = await self.attachments.loaded(chat_id, stored)
         if chat_id in self._unknown:  # what this process holds may differ from the store: the store wins
             self._unknown.discard(chat_id)
             self._unanswered.discard(chat_id)
@@ -459,13 +341,15 @@ class ThreadManager:
             thread = threads.get(key)
             if thread is None:
                 thread = threads[key] = ConversationThread(
-                    chat_id, sender, recipient, store=self.store, listeners=self._listeners, on_unknown=self._reread
+                    chat_id, sender, recipient, store=self.store, listeners=self._listeners, on_unknown=self._reread,
+                    attachments=self.attachments,
                 )
             if at_end:
                 thread.writable().extend(items)
             else:
                 thread.writable()[:0] = items
             thread.has_marks = thread.has_marks or has_call_marks(items)
+            thread.has_attachments = thread.has_attachments or any_attachments(items)
             # Added at the end: a call left open can only be among the new items (older ones were checked before).
             new = items if at_end else thread.items
             if unanswered_calls(new) or unanswered_requests(new) or ends_with_reasoning(thread.items):
@@ -544,6 +428,7 @@ class ThreadManager:
             self._versions.pop(chat_id, None)
             self._unanswered.discard(chat_id)  # derived again from the store when the chat is loaded again
             self.paused_turns.pop(chat_id, None)
+            self.attachments.forget(chat_id)
 
     def _drop_idle_lock(self, chat_id: str) -> bool:
         """Forget the chat's lock unless a turn holds it or waits for it; False when it is in use."""

@@ -46,8 +46,35 @@ WITH chat AS (
     RETURNING chat_id
 ), gone AS (
     DELETE FROM agency_swarm_items WHERE chat_id = $1::text AND ($2::bigint IS NULL OR EXISTS (SELECT FROM chat))
+), unheld AS (
+    DELETE FROM agency_swarm_blob_holders
+    WHERE chat_id = $1::text AND ($2::bigint IS NULL OR EXISTS (SELECT FROM chat)) RETURNING digest
+), lowered AS (
+    UPDATE agency_swarm_blobs b SET holders = b.holders - 1 FROM unheld u WHERE b.digest = u.digest
+    RETURNING b.digest, b.holders
 )
-SELECT CASE WHEN $2::bigint IS NULL OR EXISTS (SELECT FROM chat) THEN 1 ELSE 0 END"""
+SELECT CASE WHEN $2::bigint IS NULL OR EXISTS (SELECT FROM chat) THEN 1 ELSE 0 END,
+    ARRAY(SELECT digest FROM lowered WHERE holders <= 0)"""
+# A blob's row is written, or its count of holders raised, only when the chat did not hold it yet.
+_SQL_PUT_BLOB = """
+WITH held AS (
+    INSERT INTO agency_swarm_blob_holders (chat_id, digest) VALUES ($1::text, $2::text)
+    ON CONFLICT DO NOTHING RETURNING digest
+)
+INSERT INTO agency_swarm_blobs AS b (digest, data, holders) SELECT $2::text, $3::bytea, 1 FROM held
+ON CONFLICT (digest) DO UPDATE SET holders = b.holders + 1"""
+_SQL_LOAD_BLOBS = (
+    "SELECT b.digest, b.data FROM agency_swarm_blob_holders h JOIN agency_swarm_blobs b ON b.digest = h.digest "
+    "WHERE h.chat_id = $1::text AND h.digest = ANY($2::text[])"
+)
+_BLOB_MIGRATION = (  # the holders table last: its presence says they exist
+    sql.CREATE_BLOBS.format(blob="BYTEA", int="BIGINT"),
+    sql.CREATE_BLOB_HOLDERS,
+)
+_BLOBS_DONE = (
+    "SELECT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+    "WHERE c.relname = 'agency_swarm_blob_holders' AND n.nspname = current_schema())"
+)
 _ADD_LOCK_TOKEN = "ALTER TABLE agency_swarm_chats ADD COLUMN IF NOT EXISTS lock_token BIGINT NOT NULL DEFAULT 0"
 _MIGRATION = (
     sql.CREATE_ITEMS.format(int="BIGINT"),
@@ -136,6 +163,11 @@ class PostgresBackend:
                         if not await conn.fetchval(_SCHEMA_DONE, TAKE_TURN_SIGNATURE.partition("(")[0]):
                             for statement in _MIGRATION:
                                 await conn.execute(statement)
+                if not await conn.fetchval(_BLOBS_DONE):  # added after the schema above: checked on its own
+                    async with conn.transaction():
+                        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('agency_swarm_items schema'))")
+                        for statement in _BLOB_MIGRATION:
+                            await conn.execute(statement)
         except BaseException:
             pool.terminate()
             raise
@@ -215,8 +247,21 @@ class PostgresBackend:
     async def delete(self, chat_id: str) -> None:
         token = self._fence(chat_id)
         pool = await self._pool()
-        if not await pool.fetchval(_SQL_DELETE, chat_id, token):
+        deleted, unheld = await pool.fetchrow(_SQL_DELETE, chat_id, token)
+        if not deleted:
             raise self._lost(chat_id, "the chat was not deleted")
+        if unheld:  # a row-local condition: a chat that put the blob meanwhile raised its count, so it stays
+            await pool.execute(f"DELETE FROM {sql.BLOBS} WHERE digest = ANY($1::text[]) AND holders <= 0", unheld)
+
+    async def put_blobs(self, chat_id: str, blobs: dict[str, bytes]) -> None:
+        pool = await self._pool()
+        for digest, data in blobs.items():
+            await pool.execute(_SQL_PUT_BLOB, chat_id, digest, data)
+
+    async def load_blobs(self, chat_id: str, digests: list[str]) -> dict[str, bytes]:
+        pool = await self._pool()
+        rows = await pool.fetch(_SQL_LOAD_BLOBS, chat_id, digests)
+        return {str(row[0]): bytes(row[1]) for row in rows}
 
     async def aclose(self) -> None:
         with self._pools_lock:

@@ -41,3 +41,23 @@ VERSION = "SELECT version, cleared FROM agency_swarm_chats WHERE chat_id = {0}"
 DELETE_ITEMS = "DELETE FROM agency_swarm_items WHERE chat_id = {0}"
 # A delete is a change too: it raises the version, and `cleared` tells holders to read the chat anew.
 CLEAR_CHAT = "UPDATE agency_swarm_chats SET version = version + 1, cleared = version + 1 WHERE chat_id = {0}"
+
+# Attachment bytes: once per database, by sha256 digest, with how many chats hold each (`holders`); which chats
+# hold which digests. A blob is written (or its count raised) before any item referring to it is appended; a delete
+# lowers the counts of the chat's blobs and deletes those that reach 0, by a row-local condition, so a chat putting
+# the same blob at the same moment either keeps the row alive or writes it anew.
+BLOBS = "agency_swarm_blobs"
+BLOB_HOLDERS = "agency_swarm_blob_holders"
+CREATE_BLOBS = (
+    "CREATE TABLE IF NOT EXISTS agency_swarm_blobs (digest TEXT PRIMARY KEY, data {blob} NOT NULL, "
+    "holders {int} NOT NULL)"
+)
+CREATE_BLOB_HOLDERS = (
+    "CREATE TABLE IF NOT EXISTS agency_swarm_blob_holders (chat_id TEXT NOT NULL, digest TEXT NOT NULL, "
+    "PRIMARY KEY (chat_id, digest))"
+)
+LOAD_BLOBS = (
+    "SELECT b.digest, b.data FROM agency_swarm_blob_holders h JOIN agency_swarm_blobs b ON b.digest = h.digest "
+    "WHERE h.chat_id = {0} AND h.digest = {1}"
+)
+DROP_UNHELD_BLOBS = "DELETE FROM agency_swarm_blobs WHERE digest = {0} AND holders <= 0"

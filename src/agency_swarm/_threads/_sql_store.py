@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from typing import Protocol, TypeVar
 
 from .._base._errors import ConfigError, ItemTooLarge, StoreError, TurnLockLost
@@ -20,6 +21,7 @@ from ._store import DEFAULT_MAX_ITEM_BYTES, ChatVersion, Item, Threads
 __all__ = ["POSTGRES_SCHEMES", "SQLITE_SCHEMES", "SQLThreadStore", "SQLiteThreadStore", "redact_url"]
 
 T = TypeVar("T")
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 class _Backend(Protocol):
@@ -38,6 +40,10 @@ class _Backend(Protocol):
     async def delete(self, chat_id: str) -> None: ...
 
     async def aclose(self) -> None: ...
+
+    async def put_blobs(self, chat_id: str, blobs: dict[str, bytes]) -> None: ...
+
+    async def load_blobs(self, chat_id: str, digests: list[str]) -> dict[str, bytes]: ...
 
 
 class SQLThreadStore:
@@ -58,7 +64,12 @@ class SQLThreadStore:
     long, freeing its chats for other workers, and this process gives it up after half of it, stopping the turns
     that held locks on it with `TurnLockLost`. None leaves TCP as the system has it (hours). A turn's writes
     carry a fencing token either way: once another process took its chat, the database refuses them.
+
+    Attachment bytes are stored once per database in `agency_swarm_blobs` (by sha256), with the chats that hold
+    them in `agency_swarm_blob_holders`; deleting a chat deletes the blobs no other chat holds.
     """
+
+    stores_attachments = True
 
     def __init__(
         self,
@@ -145,6 +156,25 @@ class SQLThreadStore:
 
     async def list_chats(self) -> list[str]:
         return await self._guard("list chats", self._backend.list_chats)
+
+    async def put_attachments(self, chat_id: str, blobs: Mapping[str, bytes]) -> None:
+        """Store attachment bytes once per database and note that the chat holds them (see `AttachmentStore`)."""
+        check_chat_id(chat_id)
+        kept = {digest: bytes(data) for digest, data in blobs.items() if _DIGEST.fullmatch(digest)}
+        if len(kept) != len(blobs):
+            raise ConfigError("attachment digests must be sha256 hex digests.")
+        if kept:
+            operation = f"store {len(kept)} attachment(s) of chat {chat_id!r}"
+            await self._guard(operation, lambda: self._backend.put_blobs(chat_id, kept))
+
+    async def load_attachments(self, chat_id: str, digests: Collection[str]) -> dict[str, bytes]:
+        """The bytes of those of `digests` the chat holds."""
+        check_chat_id(chat_id)
+        wanted = [digest for digest in digests if _DIGEST.fullmatch(digest)]
+        if not wanted:
+            return {}
+        operation = f"load attachments of chat {chat_id!r}"
+        return await self._guard(operation, lambda: self._backend.load_blobs(chat_id, wanted))
 
     async def delete(self, chat_id: str) -> None:
         check_chat_id(chat_id)

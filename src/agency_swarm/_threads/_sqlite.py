@@ -44,6 +44,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
     if "version" not in columns:
         _retry_while_locked(lambda: _add_versions(conn))
     _retry_while_locked(lambda: conn.execute(sql.CREATE_VERSION_INDEX))
+    _retry_while_locked(lambda: conn.execute(sql.CREATE_BLOBS.format(blob="BLOB", int="INTEGER")))
+    _retry_while_locked(lambda: conn.execute(sql.CREATE_BLOB_HOLDERS))
 
 
 def _add_versions(conn: sqlite3.Connection) -> None:
@@ -149,8 +151,34 @@ class SQLiteBackend:
         with _write_transaction(self._sync_connection()) as conn:
             conn.execute(sql.DELETE_ITEMS.format("?"), (chat_id,))
             conn.execute(sql.CLEAR_CHAT.format("?"), (chat_id,))
+            held = conn.execute(f"SELECT digest FROM {sql.BLOB_HOLDERS} WHERE chat_id = ?", (chat_id,)).fetchall()
+            conn.execute(f"DELETE FROM {sql.BLOB_HOLDERS} WHERE chat_id = ?", (chat_id,))
+            for (digest,) in held:
+                conn.execute(f"UPDATE {sql.BLOBS} SET holders = holders - 1 WHERE digest = ?", (digest,))
+                conn.execute(sql.DROP_UNHELD_BLOBS.format("?"), (digest,))
             now = self._sync_version(chat_id)
         self.written[chat_id] = now
+
+    def _sync_put_blobs(self, chat_id: str, blobs: dict[str, bytes]) -> None:
+        with _write_transaction(self._sync_connection()) as conn:
+            for digest, data in blobs.items():
+                added = conn.execute(
+                    f"INSERT OR IGNORE INTO {sql.BLOB_HOLDERS} (chat_id, digest) VALUES (?, ?)", (chat_id, digest)
+                )
+                if added.rowcount == 1:
+                    conn.execute(
+                        f"INSERT INTO {sql.BLOBS} (digest, data, holders) VALUES (?, ?, 1) "
+                        "ON CONFLICT (digest) DO UPDATE SET holders = holders + 1", (digest, data),
+                    )
+
+    def _sync_load_blobs(self, chat_id: str, digests: list[str]) -> dict[str, bytes]:
+        conn = self._sync_connection()
+        found: dict[str, bytes] = {}
+        for digest in digests:
+            row = conn.execute(sql.LOAD_BLOBS.format("?", "?"), (chat_id, digest)).fetchone()
+            if row is not None:
+                found[str(row[0])] = bytes(row[1])
+        return found
 
     def _sync_close(self) -> None:
         conn, self._conn = self._conn, None
@@ -175,6 +203,12 @@ class SQLiteBackend:
 
     async def delete(self, chat_id: str) -> None:
         await self._run(self._sync_delete, chat_id)
+
+    async def put_blobs(self, chat_id: str, blobs: dict[str, bytes]) -> None:
+        await self._run(self._sync_put_blobs, chat_id, blobs)
+
+    async def load_blobs(self, chat_id: str, digests: list[str]) -> dict[str, bytes]:
+        return await self._run(self._sync_load_blobs, chat_id, digests)
 
     async def aclose(self) -> None:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
@@ -93,13 +93,30 @@ class MemoryThreadStore:
     """Keeps threads in this process only; two agencies given the same instance share chats.
 
     Like the SQL stores it locks turns and numbers each chat's items, so an agency reads what another one added
-    to a chat since it last held it (and nothing more).
+    to a chat since it last held it (and nothing more). Attachment bytes are kept once per store, by digest.
     """
+
+    stores_attachments = True
 
     def __init__(self) -> None:
         self._chats: dict[str, Threads] = {}
         self._logs: dict[str, _MemoryChat] = {}
         self._turns: dict[str, asyncio.Lock] = {}
+        self._blobs: dict[str, bytes] = {}
+        self._blob_chats: dict[str, set[str]] = {}  # chat -> digests it holds
+        self._blob_holders: dict[str, int] = {}  # digest -> how many chats hold it
+
+    async def put_attachments(self, chat_id: str, blobs: Mapping[str, bytes]) -> None:
+        held = self._blob_chats.setdefault(chat_id, set())
+        for digest, data in blobs.items():
+            if digest not in held:
+                held.add(digest)
+                self._blob_holders[digest] = self._blob_holders.get(digest, 0) + 1
+                self._blobs.setdefault(digest, bytes(data))
+
+    async def load_attachments(self, chat_id: str, digests: Collection[str]) -> dict[str, bytes]:
+        held = self._blob_chats.get(chat_id, set())
+        return {digest: self._blobs[digest] for digest in digests if digest in held and digest in self._blobs}
 
     async def load(self, chat_id: str) -> Threads:
         return {key: list(items) for key, items in self._chats.get(chat_id, {}).items()}
@@ -152,6 +169,11 @@ class MemoryThreadStore:
 
     async def delete(self, chat_id: str) -> None:
         self._chats.pop(chat_id, None)
+        for digest in self._blob_chats.pop(chat_id, ()):
+            self._blob_holders[digest] -= 1
+            if not self._blob_holders[digest]:
+                del self._blob_holders[digest]
+                self._blobs.pop(digest, None)
         old = self._version(chat_id)
         self._logs[chat_id] = _MemoryChat(old.version + 1)  # a delete is a change too: holders read anew
 
@@ -177,8 +199,11 @@ class CallbackThreadStore(MemoryThreadStore):
     """The foundation's `load_threads_callback` / `save_threads_callback` as a store.
 
     `load` asks the load callback; appends are kept in memory; at the end of every top-level turn
-    (`end_turn`, called by the ThreadManager) the save callback gets the chat's whole snapshot.
+    (`end_turn`, called by the ThreadManager) the save callback gets the chat's whole snapshot. The callbacks see
+    images and files inline in the items (this store keeps no bytes of its own).
     """
+
+    stores_attachments = False
 
     def __init__(self, load: LoadThreadsCallback | None = None, save: SaveThreadsCallback | None = None) -> None:
         super().__init__()

@@ -128,7 +128,8 @@ SEND_CALL_ID = "send_call_id"
 def model_input(items: list[Item]) -> list[Item]:
     """A thread's items as a model takes them, e.g. as `agents.Runner.run`'s input: without bookkeeping marks and
     without the `send_call_id` of messages between agents. A new list; an item with `send_call_id` is a copy
-    without it, every other item is the one given."""
+    without it, every other item is the one given. Images and files stored by reference stay references here (the
+    thread's `model_view` resolves them into their data)."""
     return [
         item if SEND_CALL_ID not in item else {key: value for key, value in item.items() if key != SEND_CALL_ID}
         for item in items if item.get("type") not in CALL_MARKS

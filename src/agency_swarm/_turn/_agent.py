@@ -7,13 +7,19 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from agents import TResponseInputItem
+
+from .._attachments._incoming import Incoming, prepare_message
+from .._attachments._media import DEFAULT_LIMITS, AttachmentLimits
 from .._base._errors import ConfigError
 from .._base._names import USER
+from .._threads._checks import CALL_MARKS, item_problem
 from .._threads._manager import check_chat_id
 from ._channel import TurnStart
 from ._definition import DEFAULT_CHAT_ID, AgentBase, Wiring
 from ._loop import top_level_turn
 from ._results import ResponseStream, RunResult
+from ._state import Message
 
 
 @dataclass(kw_only=True, eq=False)
@@ -25,7 +31,7 @@ class Agent(AgentBase):
 
     async def get_response(
         self,
-        message: str,
+        message: str | list[TResponseInputItem],
         *,
         chat_id: str | None = None,
         sender_name: str | None = None,
@@ -37,7 +43,7 @@ class Agent(AgentBase):
 
     def get_response_stream(
         self,
-        message: str,
+        message: str | list[TResponseInputItem],
         *,
         chat_id: str | None = None,
         sender_name: str | None = None,
@@ -49,7 +55,7 @@ class Agent(AgentBase):
 
     def get_response_sync(
         self,
-        message: str,
+        message: str | list[TResponseInputItem],
         *,
         chat_id: str | None = None,
         sender_name: str | None = None,
@@ -71,18 +77,25 @@ class Agent(AgentBase):
 
 
 def checked_request(
-    message: str, chat_id: str | None, sender_name: str | None, additional_instructions: str | None
-) -> tuple[str, str]:
-    """The caller and chat id of a new message, after checking what the user passed."""
-    if not isinstance(message, str):
-        raise ConfigError(f"message must be a str, got {type(message).__name__}.")
+    message: Message, chat_id: str | None, sender_name: str | None, additional_instructions: str | None,
+    limits: AttachmentLimits = DEFAULT_LIMITS,
+) -> tuple[str, str, str | Incoming]:
+    """The caller, chat id and message of a new request, after checking what the user passed: a list of input items
+    is checked part by part (its images and files against `limits`) and item by item as the model API takes them."""
+    prepared = prepare_message(message, limits)
+    if isinstance(prepared, Incoming):
+        for index, item in enumerate(prepared.items):
+            problem = item_problem(item)
+            if problem or item.get("type") in CALL_MARKS:
+                raise ConfigError(f"message item {index} is {problem or 'a bookkeeping mark'}; send the SDK's "
+                                  "input items (e.g. {'role': 'user', 'content': [...]}).")
     if additional_instructions is not None and not isinstance(additional_instructions, str):
         raise ConfigError("additional_instructions must be a str or None.")
     caller = USER if sender_name is None else sender_name
     chat = check_chat_id(DEFAULT_CHAT_ID if chat_id is None else chat_id)
     if caller is not USER and (not isinstance(caller, str) or not caller or "->" in caller):
         raise ConfigError(f"sender_name {caller!r} is not a valid sender; use an agent name or leave it out.")
-    return caller, chat
+    return caller, chat, prepared
 
 
 MAX_TURN_ID_CHARS = 200
@@ -101,7 +114,7 @@ def check_turn_id(turn_id: object) -> str:
 def run_turn(
     agent: AgentBase,
     wiring: Wiring,
-    message: str,
+    message: Message,
     chat_id: str | None,
     sender_name: str | None,
     context: Any,
@@ -110,16 +123,17 @@ def run_turn(
 ) -> Coroutine[Any, Any, RunResult]:
     """One blocking top-level turn of `agent` placed by `wiring`: the request is checked now, the turn is the
     coroutine returned (callers await it at once: no coroutine of this function's own around the turn's)."""
-    caller, chat = checked_request(message, chat_id, sender_name, additional_instructions)
+    limits = wiring.thread_manager.attachments.limits
+    caller, chat, prepared = checked_request(message, chat_id, sender_name, additional_instructions, limits)
     if turn_id is not None:
         check_turn_id(turn_id)
-    return top_level_turn(agent, wiring, message, caller, chat, context, additional_instructions, None, turn_id)
+    return top_level_turn(agent, wiring, prepared, caller, chat, context, additional_instructions, None, turn_id)
 
 
 def stream_turn(
     agent: AgentBase,
     wiring: Wiring,
-    message: str,
+    message: Message,
     chat_id: str | None,
     sender_name: str | None,
     context: Any,
@@ -127,13 +141,14 @@ def stream_turn(
     turn_id: str | None = None,
 ) -> ResponseStream:
     """One streamed top-level turn; the request is checked now, the turn starts when the stream is read."""
-    caller, chat = checked_request(message, chat_id, sender_name, additional_instructions)
+    limits = wiring.thread_manager.attachments.limits
+    caller, chat, prepared = checked_request(message, chat_id, sender_name, additional_instructions, limits)
     if turn_id is not None:
         check_turn_id(turn_id)
 
     def start(stream: ResponseStream) -> TurnStart:
         return partial(
-            top_level_turn, agent, wiring, message, caller=caller, chat_id=chat, context=context,
+            top_level_turn, agent, wiring, prepared, caller=caller, chat_id=chat, context=context,
             additional_instructions=additional_instructions, stream=stream, turn_id=turn_id,
         )
 

@@ -10,6 +10,8 @@ from typing import Any, assert_never
 from agents import AgentsException, FunctionTool, UserError, custom_span, function_span
 from openai.types.responses import ResponseFunctionToolCall
 
+from .._attachments._incoming import Incoming, forwarded
+from .._attachments._view import by_id
 from .._base import _sdk
 from .._base._errors import ItemTooLarge
 from .._base._events import ApprovalRequested, Event, MessageSent, ToolCalled, ToolOutput
@@ -22,7 +24,13 @@ from ._channel import EmitEvent
 from ._mcp_approvals import answer_mcp_approvals
 from ._nested_runs import NestedRun, nested_run
 from ._results import Interruption
-from ._send_message import depth_refusal, failure_output, parse_send_request, reentry_refusal
+from ._send_message import (
+    depth_refusal,
+    failure_output,
+    parse_send_request,
+    reentry_refusal,
+    unknown_attachments,
+)
 from ._setup import Setup
 from ._state import SEND_CALL_ID, AgentTurn, Run, Turn
 from ._steps import (
@@ -375,8 +383,9 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
     """Check chart, depth and re-entry; then run the recipient one level deeper. Refusals become outputs."""
     wiring, run, sender, call, outputs = turn.wiring, turn.run, turn.agent.name, step.call, state.outputs
     request = parse_send_request(call.arguments, wiring.recipients)
-    if isinstance(request, str):
-        outputs[index] = request
+    sharing = None if isinstance(request, str) else _shared(turn, request.message, request.attachments)
+    if isinstance(request, str) or isinstance(sharing, str):
+        outputs[index] = request if isinstance(request, str) else sharing
         return
     recipient = wiring.recipients[request.recipient]
     depth = turn.depth + 1
@@ -393,7 +402,7 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         outputs[index] = message_text(thread.items[-1])
         return
     sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
-    sub = Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit, sent_by=call.call_id)
+    sub = Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit, sent_by=call.call_id, arriving=sharing)
     if turn.span is not None:
         sub.parent_span = started(custom_span(name=SEND_MESSAGE, parent=turn.span, data={
             "caller": sender, "recipient": recipient.name, "depth": depth, "chat_id": run.chat_id,
@@ -405,7 +414,7 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         if emit is not None:
             await emit(MessageSent(
                 agent=sender, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id, recipient=recipient.name,
-                message=request.message, call_id=call.call_id,
+                message=request.message, call_id=call.call_id, attachments=request.attachments,
             ))
         await state.agent_turn(sub, None if continuing else request.message, request.additional_instructions)
         outputs[index] = _AWAITING if sub.paused else _as_text(sub.output)
@@ -416,6 +425,22 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         run.open_pairs.discard(pair)
         if sub.parent_span is not None:
             finish(sub.parent_span, failed)
+
+
+def _shared(turn: Turn, text: str, ids: list[str]) -> Incoming | str | None:
+    """The message of a send that passes attachments on, by the ids the sender's model named (None: it passes none):
+    each one must be in the sender's own thread (what it has seen); else the text that tells the model which ids it
+    may use."""
+    if not ids:
+        return None
+    known = by_id(turn.thread.items)
+    unknown = [name for name in ids if name not in known]
+    if unknown:
+        return unknown_attachments(unknown, known)
+    limit = turn.wiring.thread_manager.attachments.limits.max_parts
+    if len(ids) > limit:
+        return f"Error: at most {limit} attachments go with one message; you named {len(ids)}."
+    return forwarded(text, [known[name] for name in ids])
 
 
 def _as_text(output: Any) -> str:

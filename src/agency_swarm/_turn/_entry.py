@@ -9,6 +9,7 @@ from typing import Any
 
 from agents import FunctionTool
 
+from .._attachments._incoming import Incoming
 from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn
 from .._base._events import AgentFinished, ToolCalled, ToolOutput
 from .._base._sync import INSIDE, Inside
@@ -19,14 +20,14 @@ from ._definition import AgentBase, Wiring
 from ._model_call import model_responses
 from ._nested_runs import paused_run_in, waiting_ids, waits
 from ._results import Interruption, ResponseStream, RunResult
-from ._state import USER_CALLER, AgentTurn, Run, Turn
+from ._state import USER_CALLER, AgentTurn, Message, Run, Turn
 from ._tracing import close_trace, open_trace
 
 
 async def top_level_turn(
     agent: AgentBase,
     wiring: Wiring,
-    message: str,
+    message: str | Incoming,
     caller: str,
     chat_id: str,
     context: Any,
@@ -38,8 +39,11 @@ async def top_level_turn(
     """One turn from outside the agency: load the chat once, run the entry agent (`agent_turn`), save what was
     produced. A turn id the thread already holds is never started again (`_turn_again`).
 
-    A blocking call awaits this coroutine; a stream (`stream` given) runs it through `drive`.
+    A blocking call awaits this coroutine; a stream (`stream` given) runs it through `drive`. A message of input
+    items (`Incoming`) stores the bytes of its images and files first, then its items.
     """
+    arriving = message if isinstance(message, Incoming) else None
+    given: Message = message.original if isinstance(message, Incoming) else message
     manager = wiring.thread_manager
     inside = entered(manager, chat_id)
     async with manager.hold(chat_id):
@@ -47,15 +51,15 @@ async def top_level_turn(
             await manager.ensure_loaded(chat_id)
         thread = manager.get_thread(chat_id, caller, agent.name)
         run = Run(
-            chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id, message=message
+            chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id, message=given
         )
-        turn = Turn(agent, wiring, thread, caller, 0, run)
+        turn = Turn(agent, wiring, thread, caller, 0, run, arriving=arriving)
         begun = None if turn_id is None else _started_before(manager, thread, turn_id)
         if begun is not None:
             return await _turn_again(manager, turn, begun, stream, agent_turn)
         if manager.has_unanswered_calls(chat_id):
             await _settle_unanswered(manager, agent, wiring, chat_id)
-        return await _entry_turn(manager, turn, message, additional_instructions, stream, agent_turn)
+        return await _entry_turn(manager, turn, given, additional_instructions, stream, agent_turn)
 
 
 def _started_before(manager: ThreadManager, thread: ConversationThread, turn_id: str) -> int | None:
@@ -218,7 +222,7 @@ def entered(manager: ThreadManager, chat_id: str) -> Inside:
 async def _entry_turn(
     manager: ThreadManager,
     turn: Turn,
-    message: str | None,
+    message: Message | None,
     additional_instructions: str | None,
     stream: ResponseStream | None,
     agent_turn: AgentTurn,
@@ -292,7 +296,7 @@ def _turn_began(items: list[dict[str, Any]], run: Run) -> int:
         item = items[index]
         if item.get("role") == "user" and "type" not in item:
             content = item.get("content")
-            run.message = content if isinstance(content, str) else json.dumps(content)
+            run.message = content if isinstance(content, str) else [dict(item)]
             return index
     return len(items)
 

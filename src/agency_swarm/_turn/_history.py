@@ -12,7 +12,7 @@ def model_history(turn: Turn) -> list[dict[str, Any]]:
     in a thread between agents, without the send call ids kept with incoming messages. The thread's own list is
     lent rather than copied: the thread copies it before changing it only if someone kept it (`writable`)."""
     thread = turn.thread
-    items = thread.model_view()  # without bookkeeping marks: those are not the model's
+    items = thread.model_view(turn.wiring.send_tool is not None)  # no marks; attachments resolved (`model_view`)
     window = turn.agent.history_window
     if window is not None and len(items) > window + 1:
         items = window_of(items, window)

@@ -18,6 +18,8 @@ from agents import InputGuardrailTripwireTriggered, OutputGuardrailTripwireTrigg
 from agents.run_context import AgentHookContext
 from openai.types.responses import ResponseFunctionToolCall
 
+from .._attachments._incoming import Incoming, message_text
+from .._attachments._view import any_attachments, attachment_parts
 from .._base._errors import MaxStepsExceeded
 from .._base._events import AgentFinished, AgentStarted, ToolCalled, ToolOutput
 from .._base._names import SEND_MESSAGE
@@ -41,7 +43,7 @@ from ._model_call import call_model
 from ._prepare import prepare, reused_setup
 from ._results import ResponseStream, RunResult
 from ._setup import Setup
-from ._state import RemoteMember, Turn, incoming
+from ._state import SEND_CALL_ID, USER_CALLER, Message, RemoteMember, Turn, incoming, input_list
 from ._steps import (
     RUN_AGAIN,
     FinalOutput,
@@ -64,7 +66,7 @@ from ._tracing import finish, started
 def top_level_turn(
     agent: AgentBase,
     wiring: Wiring,
-    message: str,
+    message: str | Incoming,
     caller: str,
     chat_id: str,
     context: Any,
@@ -99,7 +101,7 @@ def resume_turn(
 # -- one agent's turn ----------------------------------------------------------------------------------------
 
 
-def run_agent(turn: Turn, message: str | None, additional_instructions: str | None) -> Coroutine[Any, Any, None]:
+def run_agent(turn: Turn, message: Message | None, additional_instructions: str | None) -> Coroutine[Any, Any, None]:
     """The agent's turn, inside an agent span when the turn is traced (an extra layer only then); a member that runs
     elsewhere (`RemoteMember`) runs its own."""
     if isinstance(turn.agent, RemoteMember):
@@ -109,7 +111,7 @@ def run_agent(turn: Turn, message: str | None, additional_instructions: str | No
     return _traced_agent_turn(turn, message, additional_instructions)
 
 
-async def agent_turn(turn: Turn, message: str | None, additional_instructions: str | None) -> None:
+async def agent_turn(turn: Turn, message: Message | None, additional_instructions: str | None) -> None:
     """Model call -> items -> tools and sends -> repeat, until a final output, a pause, or max_steps.
 
     `message=None` resumes the thread's unfinished turn: its calls without outputs run first.
@@ -118,6 +120,8 @@ async def agent_turn(turn: Turn, message: str | None, additional_instructions: s
     if emit is not None or agent.input_guardrails or (agent.hooks is not None and message is not None):
         await _announce(turn, message)
     if message is not None:
+        if turn.arriving is not None:
+            await _keep_attachments(turn, turn.arriving)
         stored = turn.thread.add(_arriving(turn, message))
         if stored is not None:
             await stored
@@ -169,16 +173,36 @@ async def _before_model_call(
     return setup
 
 
-def _arriving(turn: Turn, message: str) -> list[dict[str, Any]]:
-    """The message as stored; a top-level turn started with an id is marked first, in the same append."""
+def _arriving(turn: Turn, message: Message) -> list[dict[str, Any]]:
+    """The message as stored (input items: with references to their images' and files' bytes); a top-level turn
+    started with an id is marked first, in the same append."""
+    arriving = turn.arriving
+    if arriving is None:
+        items = [incoming(turn, message)] if isinstance(message, str) else list(message)
+    elif turn.caller == USER_CALLER:
+        items = arriving.items
+    else:  # a send's message keeps the call id of its send
+        items = [{**item, SEND_CALL_ID: turn.sent_by} if item.get("role") == "user" and "type" not in item else item
+                 for item in arriving.items]
     turn_id = turn.run.turn_id
     if turn_id is None or turn.depth:
-        return [incoming(turn, message)]
+        return items
     turn.thread.has_marks = True
-    return [turn_mark(turn_id), incoming(turn, message)]
+    return [turn_mark(turn_id), *items]
 
 
-async def _traced_agent_turn(turn: Turn, message: str | None, additional_instructions: str | None) -> None:
+async def _keep_attachments(turn: Turn, arriving: Incoming) -> None:
+    """Before the message is stored: the bytes of its images and files (a reference is never stored before its
+    bytes), and a check that references given as input are the chat's own."""
+    attachments = turn.wiring.thread_manager.attachments
+    if arriving.references:
+        await attachments.require(turn.run.chat_id, arriving.references)
+    await attachments.keep(turn.run.chat_id, arriving.blobs)
+    if any_attachments(arriving.items):
+        turn.thread.has_attachments = True
+
+
+async def _traced_agent_turn(turn: Turn, message: Message | None, additional_instructions: str | None) -> None:
     agent = turn.agent
     output_type = agent.output_type
     turn.span = span = started(agent_span(
@@ -200,14 +224,18 @@ async def _traced_agent_turn(turn: Turn, message: str | None, additional_instruc
 # -- how a turn starts, and how a stored one goes on ------------------------------------------------------
 
 
-async def _announce(turn: Turn, message: str | None) -> None:
+async def _announce(turn: Turn, message: Message | None) -> None:
     """`agent_started`, input guardrails and the on_start hook, before the message joins the thread. A resumed
     turn's on_start comes later, as under `Runner`: after the calls it resumes with, before its next model call."""
     agent, emit = turn.agent, turn.emit
     if emit is not None:
+        arriving = turn.arriving
         await emit(AgentStarted(
             agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=turn.run.chat_id,
-            message=_last_user_message(turn.thread) if message is None else message,
+            message=_last_user_message(turn.thread) if message is None else (
+                message if isinstance(message, str) else message_text(arriving.items if arriving else message)),
+            attachments=[] if message is None or arriving is None else [
+                part for item in arriving.items for part in attachment_parts(item)],
         ))
     if message is not None and agent.input_guardrails:  # `run_in_parallel=False`: before the start, as `Runner`
         await _check_input_guardrails(turn, message, in_parallel=False)
@@ -217,13 +245,11 @@ async def _announce(turn: Turn, message: str | None) -> None:
         await _check_input_guardrails(turn, message, in_parallel=True)
 
 
-def _start_context(turn: Turn, message: str | None) -> AgentHookContext[Any]:
+def _start_context(turn: Turn, message: Message | None) -> AgentHookContext[Any]:
     """on_start's context: the run's, its `turn_input` the message that started this agent's turn (as `Runner`'s
     is the run's input); a nested agent gets a copy holding the message it was sent."""
     wrapper = turn.run.context()
-    turn_input: list[Any] = [{
-        "content": _last_user_message(turn.thread) if message is None else message, "role": "user",
-    }]
+    turn_input = input_list(_last_user_message(turn.thread) if message is None else message)
     if turn.depth == 0:
         wrapper.turn_input = turn_input
         return wrapper
@@ -235,8 +261,7 @@ def _start_context(turn: Turn, message: str | None) -> AgentHookContext[Any]:
 def _last_user_message(thread: ConversationThread) -> str:
     for item in reversed(thread.items):
         if item.get("role") == "user" and "type" not in item:
-            content = item.get("content")
-            return content if isinstance(content, str) else json.dumps(content)
+            return message_text([item])
     return ""
 
 
@@ -319,7 +344,7 @@ async def _report_last_calls(
 # -- guardrails ----------------------------------------------------------------------------------------------
 
 
-async def _check_input_guardrails(turn: Turn, message: str, *, in_parallel: bool) -> None:
+async def _check_input_guardrails(turn: Turn, message: Message, *, in_parallel: bool) -> None:
     """The agent's input guardrails of one kind, in order; each result is kept for the RunResult."""
     context: RunContextWrapper[Any] = turn.run.context()
     kept = turn.run.guardrail_log.agent_inputs

@@ -120,7 +120,9 @@ class RunResult:
 
     def to_input_list(self) -> list[dict[str, Any]]:
         """The turn's input and new items as model input items (a copy of `new_items`; for a resumed turn, of every
-        item since its user message), as `Runner`'s `to_input_list()`: append the next message to go on elsewhere."""
+        item since its user message), as `Runner`'s `to_input_list()`: append the next message to go on elsewhere.
+        Images and files given as bytes appear by reference (`attachment`: their sha256), as the chat stores them;
+        sent to the same chat again, they resolve into the same data."""
         return copy.deepcopy(self.new_items if self.turn_items is None else self.turn_items)
 
     @property

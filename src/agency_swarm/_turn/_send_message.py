@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agents import FunctionTool
@@ -21,6 +21,7 @@ class SendRequest:
     recipient: str
     message: str
     additional_instructions: str | None
+    attachments: list[str] = field(default_factory=list)
 
 
 def build_send_message_tool(recipients: Sequence[AgentBase]) -> FunctionTool:
@@ -43,8 +44,14 @@ def build_send_message_tool(recipients: Sequence[AgentBase]) -> FunctionTool:
                 "type": ["string", "null"],
                 "description": "Extra instructions added to the recipient's instructions for this reply only.",
             },
+            "attachments": {
+                "type": ["array", "null"],
+                "items": {"type": "string"},
+                "description": "Ids of images or files from your conversation to pass on with the message, as shown "
+                "next to each one ([attachment att_...]); null for none.",
+            },
         },
-        "required": ["recipient_agent", "message", "additional_instructions"],
+        "required": ["recipient_agent", "message", "additional_instructions", "attachments"],
         "additionalProperties": False,
     }
     return FunctionTool(
@@ -82,7 +89,18 @@ def parse_send_request(arguments: str, allowed: Collection[str]) -> SendRequest 
         return "Error: send_message needs a non-empty `message` string."
     if extra is not None and type(extra) is not str:
         return "Error: `additional_instructions` must be a string or null."
-    return SendRequest(recipient=recipient, message=message, additional_instructions=extra or None)
+    attachments = data.get("attachments")
+    if attachments is not None and (type(attachments) is not list or not all(type(a) is str for a in attachments)):
+        return "Error: `attachments` must be a list of attachment ids (strings) or null."
+    return SendRequest(recipient=recipient, message=message, additional_instructions=extra or None,
+                       attachments=list(dict.fromkeys(attachments or ())))
+
+
+def unknown_attachments(unknown: Collection[str], known: Collection[str]) -> str:
+    return (
+        f"Error: no attachment {', '.join(unknown)} in your conversation; the attachments you can pass on are: "
+        f"{', '.join(sorted(known)) or 'none'}."
+    )
 
 
 

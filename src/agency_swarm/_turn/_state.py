@@ -7,9 +7,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from agents import ItemHelpers
 from agents.run_context import AgentHookContext
 from agents.run_internal.blocked_output import OUTPUT_GUARDRAIL_BLOCKED_TOOL_OUTPUT as OUTPUT_WITHHELD
 
+from .._attachments._incoming import Incoming
 from .._base._sync import Inside
 from .._model._usage import add_into, usage_of
 from .._threads._manager import ConversationThread
@@ -20,6 +22,8 @@ from ._tool_guardrails import GuardrailLog
 from ._tracing import TurnTrace
 
 USER_CALLER = "user"
+Message = str | list[Any]
+"""A turn's message: text, or input items as `Runner` takes them."""
 
 SEND_CALL_ID = "send_call_id"
 """Key of the call id that an agent's incoming message keeps in its thread: `{"role": "user", "content": ...,
@@ -56,13 +60,13 @@ class Run:
         rejected: Mapping[str, str | None] | None = None,
         inside: Inside = (),
         turn_id: str | None = None,
-        message: str | None = None,
+        message: Message | None = None,
     ) -> None:
         self.chat_id = chat_id
         self.depth_base = CALLER_DEPTH.get()
         """The depth the turn's entry agent has in the chart of the agency that sent the message (`CALLER_DEPTH`)."""
         self.message = message
-        """The user's message that started the turn (None: a resume); the SDK context's `turn_input`."""
+        """The user's message that started the turn, as given (None: a resume); the SDK context's `turn_input`."""
         self.turn_id = turn_id
         """The id the caller gave this turn: stored with its message, so running it again never starts it twice."""
         self.inside = inside
@@ -91,7 +95,7 @@ class Run:
             usage = usage_of(usage for _, usage in self.usage_records)  # every agent's and model's, in call order
             self._wrapper = AgentHookContext(
                 context=self.user_context, usage=usage,
-                turn_input=[] if self.message is None else [{"content": self.message, "role": "user"}],
+                turn_input=[] if self.message is None else input_list(self.message),
             )
         return self._wrapper
 
@@ -136,6 +140,9 @@ class Turn:
     """Where this turn's events go; None when nobody reads them (then none is built)."""
     sent_by: str | None = None
     """The call id of the send_message call that delivered this turn's message (None: not a send)."""
+    arriving: Incoming | None = None
+    """The turn's message given as input items (images and files in it): the items to store, the bytes to store
+    before them. None for a text message."""
     held: list[dict[str, Any]] | None = None
     """The last response's items, not stored yet: an agent with output guardrails stores a final answer only once
     they pass (a blocked answer never joins the thread, as under `Runner` with a session). A response that asks for
@@ -159,13 +166,18 @@ class Turn:
 class RemoteMember:
     """A chart member whose turns run in another service (`RemoteAgent`): the loop hands its turns to it."""
 
-    async def remote_turn(self, turn: Turn, message: str | None, additional_instructions: str | None) -> None:
+    async def remote_turn(self, turn: Turn, message: Message | None, additional_instructions: str | None) -> None:
         """The member's whole turn on `turn.thread`, as the loop's own (`message=None`: resume it)."""
         raise NotImplementedError
 
 
-AgentTurn = Callable[[Turn, "str | None", "str | None"], Coroutine[Any, Any, None]]
+AgentTurn = Callable[[Turn, "Message | None", "str | None"], Coroutine[Any, Any, None]]
 """An agent's whole turn (`_loop.run_agent`): handed to the modules that start one, which sit below the loop."""
+
+
+def input_list(message: Message) -> list[Any]:
+    """A message as a list of input items, as `Runner` makes its input one (the context's `turn_input`)."""
+    return ItemHelpers.input_to_new_input_list(message)
 
 
 def incoming(turn: Turn, message: str) -> dict[str, Any]:

@@ -12,12 +12,15 @@ from typing import Any, Literal
 
 import asyncpg  # type: ignore[import-untyped]
 import psycopg
+from agents import TResponseInputItem
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID, WorkflowHandleAsync
 
 from .._agency._agency import Agency, rejections
+from .._attachments._incoming import Incoming
 from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingToResume, RunError, TurnLockLost
 from .._base._redact import secret_free_logger
 from .._threads._manager import check_chat_id
+from .._turn._agent import checked_request
 from .._turn._results import RunResult
 from ._queues import AgencyIdentity, checked_queue_name
 from ._stream import DurableEvent, EventWriter, read_events, stream_ended
@@ -241,12 +244,19 @@ class DurableTurns:
         DBOS.destroy(destroy_registry=False)
 
     async def submit(
-        self, message: str, *, chat_id: str, recipient_agent: str | None = None, key: str | None = None
+        self, message: str | list[TResponseInputItem], *, chat_id: str, recipient_agent: str | None = None,
+        key: str | None = None,
     ) -> TurnHandle:
-        """Queue a turn; the same `key` on the same chat is the same turn (never a second one), whatever its state."""
-        chat_id = check_chat_id(chat_id)
-        if not isinstance(message, str):
-            raise ConfigError(f"message must be a str, got {type(message).__name__}.")
+        """Queue a turn; the same `key` on the same chat is the same turn (never a second one), whatever its state.
+
+        `message`: text or input items, as in `Agency.get_response`. Images and files given as bytes are checked
+        and stored in the agency's store now, once; the queued request holds references to them, never the bytes.
+        """
+        manager = self.agency.thread_manager
+        _, chat_id, prepared = checked_request(message, chat_id, None, None, manager.attachments.limits)
+        if isinstance(prepared, Incoming):
+            await manager.attachments.keep(chat_id, prepared.blobs)
+            message = prepared.items  # type: ignore[assignment]
         if recipient_agent is not None and recipient_agent not in {agent.name for agent in self.agency.entry_points}:
             raise ConfigError(f"recipient_agent {recipient_agent!r} is not an entry point of this agency.")
         request = {"chat_id": chat_id, "message": message, "recipient_agent": recipient_agent}
