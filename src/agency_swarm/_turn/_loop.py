@@ -150,7 +150,7 @@ async def agent_turn(turn: Turn, message: str | None, additional_instructions: s
     turn.output = step.output
     if emit is not None:
         await emit(AgentFinished(agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
-                                 output=step.output))
+                                 output=step.output, send_call_id=turn.sent_by))
 
 
 async def _before_model_call(
@@ -204,7 +204,7 @@ async def _announce(turn: Turn, message: str | None) -> None:
     if emit is not None:
         await emit(AgentStarted(
             agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=turn.run.chat_id,
-            message=_last_user_message(turn.thread) if message is None else message,
+            message=_last_user_message(turn.thread) if message is None else message, send_call_id=turn.sent_by,
         ))
     if message is not None and agent.input_guardrails:  # `run_in_parallel=False`: before the start, as `Runner`
         await _check_input_guardrails(turn, message, in_parallel=False)
