@@ -44,6 +44,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     durable: bool | Mapping[str, Any] = False,
     stream_write_timeout: float = SSE_WRITE_TIMEOUT_SECONDS,
+    ag_ui: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving the agency `agency_factory(store)` builds (once, now).
 
@@ -59,7 +60,12 @@ def create_app(
     `stream_write_timeout` (seconds): an event stream's reader that takes nothing for this long is dropped (its
     stream ends; the turn goes on, its result stays readable at GET /chats/{id}/threads, and in durable mode its
     events at GET /chats/{id}/turns/{turn_id}/events with Last-Event-ID).
+
+    `ag_ui`: also serve `POST /ag-ui` for AG-UI clients (`pip install 'agency-swarm-sdk[ag-ui]'`; docs/ag-ui.md),
+    behind the same auth and limits as every route.
     """
+    if not isinstance(ag_ui, bool):
+        raise ConfigError(f"ag_ui must be True or False, got {type(ag_ui).__name__}.")
     if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
         raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
@@ -81,10 +87,25 @@ def create_app(
         from ._durable import add_durable_routes
 
         add_durable_routes(app, agency, turns, protected=auth_token is not None, write_timeout=streams.write_timeout)
+    if ag_ui:
+        _add_ag_ui(app, agency, streams, turns, protected=auth_token is not None)
     app.state.durable = turns
     app.state.streams = streams
     app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes)
     return app
+
+
+def _add_ag_ui(app: FastAPI, agency: Agency, streams: StreamTurns, turns: Any, *, protected: bool) -> None:
+    """`POST /ag-ui`. ag_ui (the protocol's types) is imported only here: an optional extra."""
+    try:
+        from ._ag_ui import add_ag_ui_route
+    except ImportError as missing:
+        if not (missing.name or "").startswith("ag_ui"):
+            raise
+        raise ConfigError(
+            "The AG-UI endpoint needs the protocol's types: pip install 'agency-swarm-sdk[ag-ui]'."
+        ) from None
+    add_ag_ui_route(app, agency, streams, turns, protected=protected)
 
 
 def _built_agency(agency_factory: AgencyFactory, thread_store: ThreadStore) -> Agency:
