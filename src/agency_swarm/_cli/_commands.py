@@ -303,6 +303,9 @@ def serve_command(
     toolkits: ToolkitsOption = None,
     durable: DurableOption = False,
     durable_queue: DurableQueueOption = None,
+    ag_ui: Annotated[
+        bool, typer.Option("--ag-ui", help="Also serve POST /ag-ui for AG-UI clients (needs the [ag-ui] extra).")
+    ] = False,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
     from ..serving._serve import ServeSettings, serve
@@ -310,7 +313,7 @@ def serve_command(
     settings = ServeSettings(
         config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
         max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable, durable_queue=durable_queue,
-        stream_write_timeout=stream_write_timeout,
+        stream_write_timeout=stream_write_timeout, ag_ui=ag_ui,
     )
     try:
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)
