@@ -43,7 +43,7 @@ def check_well_formed(events: list[BaseEvent]) -> None:
     continued and ended while open, by the same sub-agent; every sub-agent started once under an open parent and
     closed before the end; nothing attributed to a sub-agent that is not open."""
     assert events, "no events"
-    assert events[0].type == EventType.RUN_STARTED, events[0]
+    assert events[0].type == EventType.RUN_STARTED, f"the first event is {events[0].type.value}, not RUN_STARTED"
     assert len(of_type(events, EventType.RUN_STARTED)) == 1
     assert events[-1].type in TERMINAL, events[-1]
     assert sum(event.type in TERMINAL for event in events) == 1
@@ -53,7 +53,8 @@ def check_well_formed(events: list[BaseEvent]) -> None:
             state.take(event)
         except AssertionError as error:
             raise AssertionError(f"event {index} {event.model_dump(by_alias=True)}: {error}") from None
-    assert not state.texts and not state.calls, (state.texts, state.calls)
+    assert not state.texts, f"text messages never ended: {state.texts}"
+    assert not state.calls, f"tool calls never ended: {state.calls}"
     assert not state.open_subagents, f"sub-agents never closed: {state.open_subagents}"
 
 
@@ -103,7 +104,8 @@ class _State:
 
     def _subagent_started(self, event: Any) -> None:
         run_id = event.subagent_run_id
-        assert run_id not in self.open_subagents and run_id not in self.closed_subagents, "started twice"
+        assert run_id not in self.open_subagents, "started while open"
+        assert run_id not in self.closed_subagents, "started again after it closed"
         parent = event.parent_subagent_run_id
         assert parent is None or parent in self.open_subagents, f"parent {parent!r} is not open"
         self.open_subagents[run_id] = parent

@@ -48,7 +48,8 @@ async def test_a_nested_turn_shows_each_recipient_as_a_sub_agent_under_its_send(
     ceo_send = first(events, EventType.TOOL_CALL_START, subagent_run_id=None)
     dev_send = first(events, EventType.TOOL_CALL_START, subagent_run_id=developer.subagent_run_id)
     assert (ceo_send.tool_call_name, dev_send.tool_call_name) == ("send_message", "send_message")
-    assert developer.parent_tool_call_id == ceo_send.tool_call_id and developer.parent_subagent_run_id is None
+    assert developer.parent_tool_call_id == ceo_send.tool_call_id
+    assert developer.parent_subagent_run_id is None
     assert qa.parent_tool_call_id == dev_send.tool_call_id
     assert qa.parent_subagent_run_id == developer.subagent_run_id
     assert developer.description == "Writes the code."
@@ -63,8 +64,10 @@ async def test_a_nested_turn_shows_each_recipient_as_a_sub_agent_under_its_send(
     finished = {e.subagent_run_id: e.result for e in of_type(events, EventType.SUBAGENT_FINISHED)}
     assert finished == {qa.subagent_run_id: "QA checked", developer.subagent_run_id: "Dev: QA checked"}
     end = events[-1]
-    assert end.type == EventType.RUN_FINISHED and (end.thread_id, end.run_id) == ("nested-1", "run-1")
-    assert end.result == "CEO: Dev: QA checked" and end.outcome.type == "success"
+    assert end.type == EventType.RUN_FINISHED
+    assert (end.thread_id, end.run_id) == ("nested-1", "run-1")
+    assert end.result == "CEO: Dev: QA checked"
+    assert end.outcome.type == "success"
     assert [(usage.model, usage.input_tokens) for usage in end.usage] == [("scripted-model", 50)]
     threads = (await client.get("/chats/nested-1/threads")).json()["threads"]
     assert sorted(threads) == ["CEO->Developer", "Developer->QA", "user->CEO"]  # the stored threads are the record
@@ -77,7 +80,8 @@ async def test_an_approval_interrupts_the_run_and_the_next_input_resumes_it(clie
     qa = first(paused, EventType.SUBAGENT_STARTED, name="QA")
     developer = first(paused, EventType.SUBAGENT_STARTED, name="Developer")
     end = paused[-1]
-    assert end.type == EventType.RUN_FINISHED and end.outcome.type == "interrupt"
+    assert end.type == EventType.RUN_FINISHED
+    assert end.outcome.type == "interrupt"
     [interrupt] = end.outcome.interrupts
     deploy = first(paused, EventType.TOOL_CALL_START, tool_call_name="deploy")
     assert (interrupt.id, interrupt.tool_call_id, interrupt.reason) == (deploy.tool_call_id,) * 2 + ("tool_call",)
@@ -130,7 +134,8 @@ async def test_a_tool_error_is_the_calls_result_and_the_run_goes_on(client: http
     broken = first(events, EventType.TOOL_CALL_START, tool_call_name="broken")
     result = first(events, EventType.TOOL_CALL_RESULT, tool_call_id=broken.tool_call_id)
     assert result.content.startswith("Error: tool 'broken' failed")  # what the model reads, as stored
-    assert events[-1].type == EventType.RUN_FINISHED and events[-1].result.startswith("CEO: Dev: Error")
+    assert events[-1].type == EventType.RUN_FINISHED
+    assert events[-1].result.startswith("CEO: Dev: Error")
 
 
 async def test_a_recipients_model_error_is_a_sub_agent_error_and_the_caller_goes_on(client: httpx.AsyncClient) -> None:
@@ -138,9 +143,11 @@ async def test_a_recipients_model_error_is_a_sub_agent_error_and_the_caller_goes
 
     developer = first(events, EventType.SUBAGENT_STARTED, name="Developer")
     [error] = of_type(events, EventType.SUBAGENT_ERROR)
-    assert error.subagent_run_id == developer.subagent_run_id and error.code == "agent_failed"
+    assert error.subagent_run_id == developer.subagent_run_id
+    assert error.code == "agent_failed"
     assert SECRET not in error.message
-    assert events[-1].type == EventType.RUN_FINISHED and events[-1].result.startswith("CEO: Error")
+    assert events[-1].type == EventType.RUN_FINISHED
+    assert events[-1].result.startswith("CEO: Error")
 
 
 async def test_a_model_error_ends_the_run_with_a_code_and_no_internals(client: httpx.AsyncClient) -> None:
@@ -152,7 +159,8 @@ async def test_a_model_error_ends_the_run_with_a_code_and_no_internals(client: h
     assert first(events, EventType.TEXT_MESSAGE_END, message_id=start.message_id)
     end = events[-1]
     assert (end.type, end.code) == (EventType.RUN_ERROR, "internal_error")
-    assert SECRET not in response.text and "Traceback" not in response.text
+    assert SECRET not in response.text
+    assert "Traceback" not in response.text
 
 
 async def test_a_retried_run_is_the_same_turn(client: httpx.AsyncClient) -> None:
@@ -203,7 +211,8 @@ async def test_input_it_cannot_run_ends_the_run_with_run_error(
 ) -> None:
     events = await run(client, body)
     assert [e.type for e in events] == [EventType.RUN_STARTED, EventType.RUN_ERROR]
-    assert events[-1].code == code and says in events[-1].message
+    assert events[-1].code == code
+    assert says in events[-1].message
 
 
 async def test_a_paused_chat_refuses_a_new_message_and_an_unknown_interrupt(client: httpx.AsyncClient) -> None:
@@ -214,14 +223,16 @@ async def test_a_paused_chat_refuses_a_new_message_and_an_unknown_interrupt(clie
     assert refused[-1].code == "chat_paused"
     unknown = [{"interruptId": "call_nope", "status": "resolved", "payload": {"approved": True}}]
     wrong = await run(client, run_input("paused-1", "run-3", resume=unknown))
-    assert wrong[-1].code == "bad_request" and interrupt.id in wrong[-1].message  # it names the calls waiting
+    assert wrong[-1].code == "bad_request"
+    assert interrupt.id in wrong[-1].message
 
 
 async def test_the_endpoint_wants_the_token_and_an_agui_body(client: httpx.AsyncClient) -> None:
     body = run_input("auth-1", "run-1", "hi")
     assert (await client.post("/ag-ui", json=body, headers={"Authorization": "Bearer wrong"})).status_code == 401
     malformed = await client.post("/ag-ui", json={"threadId": "x"})
-    assert malformed.status_code == 422 and malformed.json()["error"]["type"] == "invalid_request"
+    assert malformed.status_code == 422
+    assert malformed.json()["error"]["type"] == "invalid_request"
     form = await client.post("/ag-ui", content=b'{"threadId": "t", "runId": "r", "messages": []}',
                              headers={"content-type": "application/x-www-form-urlencoded"})
     assert form.status_code == 200  # a JSON body is taken whatever its Content-Type, as on every route
