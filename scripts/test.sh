@@ -4,5 +4,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
 echo "== ruff" && .venv/bin/ruff check src tests examples benchmarks
 echo "== mypy (strict, src/)" && .venv/bin/mypy
 echo "== benchmark smoke (numbers: see benchmarks/)" && .venv/bin/python benchmarks/w5_file_store.py --turns 30
+source scripts/_node.sh     # the AG-UI client (npm ci in tests/js); without node, tests/test_ag_ui_js.py skips
 source scripts/_chromium.sh  # as root without Chromium: apt-get installs it (AGENCY_SWARM_SKIP_CHROMIUM=1 skips)
 echo "== pytest" && .venv/bin/python -m pytest --cov --cov-report=term-missing:skip-covered "$@"

@@ -88,11 +88,13 @@ def decisions(entries: list[ResumeEntry]) -> tuple[tuple[str, ...], dict[str, st
 
 
 def _new_message(run: RunAgentInput) -> str:
-    last = run.messages[-1] if run.messages else None
-    if not isinstance(last, UserMessage):
+    """The user's last message. Messages after it (a retry's input holds the answers the first attempt streamed)
+    are the client's record, not input: under the same runId the run is the same turn anyway."""
+    last = next((message for message in reversed(run.messages) if isinstance(message, UserMessage)), None)
+    if last is None:
         raise ConfigError(
-            "The last of messages must be the user's new message (role user), or the input must carry resume "
-            "entries for the run's interrupts."
+            "messages hold no user message: add the user's new message (role user), or send resume entries for "
+            "the run's interrupts."
         )
     if isinstance(last.content, str):
         return last.content

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
@@ -159,9 +160,10 @@ def add_ag_ui_route(app: FastAPI, agency: Agency, streams: StreamTurns, turns: A
         translator = Translator(run.thread_id, run.run_id, descriptions=descriptions)
         try:
             request = run_request(run)
+            once = None if turns is not None else f"{run.run_id}:{uuid.uuid4().hex[:8]}"  # durable: read again
             translator = Translator(
                 run.thread_id, run.run_id, known_calls=request.known_calls, known_results=request.known_results,
-                descriptions=descriptions,
+                descriptions=descriptions, id_prefix=once,
             )
             if turns is not None:
                 return await _durable_run(turns, request, translator, after, streams.write_timeout)

@@ -71,14 +71,18 @@ class Translator:
     Deterministic: the same events give the same AG-UI events with the same ids, so a durable stream read again from
     its start gives the same sequence (a reconnecting client skips what it had by position). Calls and results the
     client already holds (`known_calls`, `known_results`: ids from the input's messages) are not announced again:
-    a resumed turn reports the calls of its paused responses once more, and AG-UI clients append arguments.
+    a resumed turn reports the calls of its paused responses once more, and AG-UI clients append arguments. Message
+    ids start with `id_prefix` (default: the run id); a stream that is not read again gives each attempt its own,
+    so a retry's messages never merge into those of the attempt before it.
     """
 
     def __init__(
         self, thread_id: str, run_id: str, *, known_calls: frozenset[str] = frozenset(),
         known_results: frozenset[str] = frozenset(), descriptions: Mapping[str, str] | None = None,
+        id_prefix: str | None = None,
     ) -> None:
         self.thread_id, self.run_id = thread_id, run_id
+        self._prefix = run_id if id_prefix is None else id_prefix
         self._known_calls, self._known_results = known_calls, known_results
         self._descriptions = dict(descriptions or {})
         self._lanes: dict[tuple[str, str], Lane] = {}
@@ -289,7 +293,7 @@ class Translator:
 
     def _new_id(self, kind: str) -> str:
         self._counter += 1
-        return f"{self.run_id}:{kind}{self._counter}"
+        return f"{self._prefix}:{kind}{self._counter}"
 
     def _forget(self, lane: Lane) -> None:
         if self._lanes.get((lane.caller, lane.agent)) is lane:
