@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ NODE_TIMEOUT_S = 120
 
 
 @pytest.fixture(scope="module")
-def reports() -> Iterator[dict[tuple[str, str], dict[str, Any]]]:
+def reports() -> dict[tuple[str, str], dict[str, Any]]:
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: install Node.js 18+ (and npm) to run the AG-UI client test")
@@ -43,7 +42,7 @@ def reports() -> Iterator[dict[tuple[str, str], dict[str, Any]]]:
         server.stop()
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    yield {(report["scenario"], report["run"]): report for report in lines}
+    return {(report["scenario"], report["run"]): report for report in lines}
 
 
 def test_the_client_accepts_every_run(reports: dict[tuple[str, str], dict[str, Any]]) -> None:
