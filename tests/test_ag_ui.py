@@ -3,17 +3,21 @@ nested CEO -> Developer -> QA turn, an approval and its resume, a tool error, mo
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 from ag_ui.core import BaseEvent, EventType
+from agents import WebSearchTool
+from openai.types.responses import ResponseFunctionWebSearch
 
 from ag_ui_app import SECRET, build_agency
 from ag_ui_support import check_well_formed, client_messages, events_of, of_type, run_input
-from agency_swarm import ConfigError
+from agency_swarm import Agency, Agent, ConfigError
 from agency_swarm.serving import create_app
+from agency_swarm.testing import ScriptedModel, send_message
 
 TOKEN = "ag-ui-test-token"
 
@@ -248,3 +252,33 @@ async def test_without_ag_ui_there_is_no_endpoint() -> None:
         assert (await http.post("/ag-ui", json=run_input("t", "r", "hi"))).status_code == 404
     with pytest.raises(ConfigError, match="ag_ui must be True or False"):
         create_app(build_agency, store="memory", ag_ui="yes")  # type: ignore[arg-type]
+
+
+async def test_a_hosted_item_is_an_activity_of_its_agents_lane() -> None:
+    search = ResponseFunctionWebSearch.model_validate({
+        "id": "ws_1", "type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "news"},
+    })
+
+    def factory(store: Any) -> Agency:
+        boss = Agent(name="Boss", model=ScriptedModel.each_turn([send_message("Searcher", "look"), "summed up"]))
+        searcher = Agent(name="Searcher", tools=[WebSearchTool()], model=ScriptedModel([[search, "Found it."]]))
+        return Agency([boss, [boss, searcher]], thread_store=store)
+
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(create_app(factory, store="memory", ag_ui=True)), base_url="http://t"
+    ) as http:
+        events = await run(http, run_input("hosted-1", "run-1", "go"))
+
+    [activity] = of_type(events, EventType.ACTIVITY_SNAPSHOT)
+    searcher = first(events, EventType.SUBAGENT_STARTED, name="Searcher")
+    assert (activity.activity_type, activity.subagent_run_id) == ("web_search_call", searcher.subagent_run_id)
+    assert activity.content["action"]["query"] == "news"
+
+
+def test_without_the_extra_the_endpoint_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [name for name in sys.modules if name.startswith("agency_swarm.serving._ag_ui")]:
+        monkeypatch.delitem(sys.modules, name)
+    for name in [name for name in sys.modules if name == "ag_ui" or name.startswith("ag_ui.")]:
+        monkeypatch.setitem(sys.modules, name, None)  # as if ag-ui-protocol were not installed
+    with pytest.raises(ConfigError, match=r"pip install 'agency-swarm-sdk\[ag-ui\]'"):
+        create_app(build_agency, store="memory", ag_ui=True)
