@@ -147,6 +147,9 @@ DurableOption = Annotated[
         "worker's turns; Idempotency-Key, background turns, resumable streams (needs the [durable] extra).",
     ),
 ]
+AgUiOption = Annotated[
+    bool, typer.Option("--ag-ui", help="Also serve POST /ag-ui for AG-UI clients (needs the [ag-ui] extra).")
+]
 DurableQueueOption = Annotated[
     str | None,
     typer.Option(
@@ -303,9 +306,7 @@ def serve_command(
     toolkits: ToolkitsOption = None,
     durable: DurableOption = False,
     durable_queue: DurableQueueOption = None,
-    ag_ui: Annotated[
-        bool, typer.Option("--ag-ui", help="Also serve POST /ag-ui for AG-UI clients (needs the [ag-ui] extra).")
-    ] = False,
+    ag_ui: AgUiOption = False,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
     from ..serving._serve import ServeSettings, serve

@@ -61,15 +61,9 @@ def create_app(
     stream ends; the turn goes on, its result stays readable at GET /chats/{id}/threads, and in durable mode its
     events at GET /chats/{id}/turns/{turn_id}/events with Last-Event-ID).
 
-    `ag_ui`: also serve `POST /ag-ui` for AG-UI clients (`pip install 'agency-swarm-sdk[ag-ui]'`; docs/ag-ui.md),
-    behind the same auth and limits as every route.
+    `ag_ui`: also serve `POST /ag-ui`, behind the same auth and limits (the [ag-ui] extra; docs/ag-ui.md).
     """
-    if not isinstance(ag_ui, bool):
-        raise ConfigError(f"ag_ui must be True or False, got {type(ag_ui).__name__}.")
-    if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
-        raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
-    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
-        raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
+    _check_options(auth_token, max_body_bytes, ag_ui)
     streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
     thread_store = open_store(store) if isinstance(store, str) else store
     agency = _built_agency(agency_factory, thread_store)
@@ -87,16 +81,28 @@ def create_app(
         from ._durable import add_durable_routes
 
         add_durable_routes(app, agency, turns, protected=auth_token is not None, write_timeout=streams.write_timeout)
-    if ag_ui:
-        _add_ag_ui(app, agency, streams, turns, protected=auth_token is not None)
+    _add_ag_ui(app, agency, streams, turns, protected=auth_token is not None, enabled=ag_ui)
     app.state.durable = turns
     app.state.streams = streams
     app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes)
     return app
 
 
-def _add_ag_ui(app: FastAPI, agency: Agency, streams: StreamTurns, turns: Any, *, protected: bool) -> None:
-    """`POST /ag-ui`. ag_ui (the protocol's types) is imported only here: an optional extra."""
+def _check_options(auth_token: str | None, max_body_bytes: int, ag_ui: bool) -> None:
+    if not isinstance(ag_ui, bool):
+        raise ConfigError(f"ag_ui must be True or False, got {type(ag_ui).__name__}.")
+    if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
+        raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
+
+
+def _add_ag_ui(
+    app: FastAPI, agency: Agency, streams: StreamTurns, turns: Any, *, protected: bool, enabled: bool
+) -> None:
+    """`POST /ag-ui` when `enabled`. ag_ui (the protocol's types) is imported only here: an optional extra."""
+    if not enabled:
+        return
     try:
         from ._ag_ui import add_ag_ui_route
     except ImportError as missing:
