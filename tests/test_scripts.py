@@ -63,3 +63,13 @@ def test_readme_mentions_the_chromium_install_next_to_the_test_command() -> None
     command = readme.index("bash scripts/test.sh")
     assert "AGENCY_SWARM_SKIP_CHROMIUM=1" in readme[command:command + 1500]
     assert os.path.exists(ROOT / "scripts" / "_chromium.sh")
+
+
+def test_test_sh_says_loudly_when_node_is_missing_for_the_ag_ui_client(tmp_path: Path) -> None:
+    done = subprocess.run(
+        ["/bin/bash", "-c", "set -euo pipefail; source scripts/_node.sh"], cwd=ROOT, capture_output=True, text=True,
+        timeout=30, check=False, env={"PATH": str(tmp_path)},  # no node, no npm
+    )
+    assert done.returncode == 0, done.stderr
+    assert "tests/test_ag_ui_js.py (the official AG-UI client) will SKIP" in done.stdout
+    assert "source scripts/_node.sh" in (ROOT / "scripts" / "test.sh").read_text()

@@ -144,6 +144,28 @@ async def test_nested_stream_order() -> None:
     assert outputs[1].call_id == sent.call_id
 
 
+async def test_each_recipients_start_and_finish_name_the_send_that_started_it() -> None:
+    ceo_model = ScriptedModel([[send_message("Developer", "code"), send_message("QA", "test")], "both done"])
+    dev_model = ScriptedModel.each_turn([send_message("QA", "check it"), "dev answer"])
+    ceo = Agent(name="CEO", model=ceo_model)
+    dev = Agent(name="Developer", model=dev_model)
+    qa = Agent(name="QA", model=ScriptedModel.each_turn(["qa answer"]))
+
+    events = await collect(Agency([ceo, [ceo, dev], [ceo, qa], [dev, qa]]).get_response_stream("go"))
+
+    sends = {(event.agent, event.recipient): event.call_id for event in events if isinstance(event, MessageSent)}
+    assert len(set(sends.values())) == 3  # QA is started twice, by two sends
+    for event in events:
+        if isinstance(event, AgentStarted | AgentFinished):
+            expected = None if event.depth == 0 else sends[(event.caller, event.agent)]
+            assert event.send_call_id == expected, event
+            assert event.to_dict()["send_call_id"] == expected
+    starts = [event for event in events if isinstance(event, AgentStarted)]
+    assert sorted((event.caller, event.agent) for event in starts) == [
+        ("CEO", "Developer"), ("CEO", "QA"), ("Developer", "QA"), ("user", "CEO")
+    ]
+
+
 async def test_raw_and_text_events_of_each_agent_sit_between_its_start_and_finish() -> None:
     agency, _, _ = make_team()
 

@@ -25,7 +25,9 @@ class Event:
 
 @dataclass(kw_only=True, slots=True)
 class AgentStarted(Event):
-    """An agent began its turn on the thread caller->agent."""
+    """An agent began its turn on the thread caller->agent. `send_call_id` is the call id of the caller's
+    `send_message` that started it (the `call_id` of that send's `tool_called`, `message_sent` and `tool_output`):
+    None for the entry agent. Each invocation of an agent by a send has its own."""
 
     type: ClassVar[str] = "agent_started"
     message: str
@@ -33,6 +35,7 @@ class AgentStarted(Event):
     attachments: list[dict[str, Any]] = field(default_factory=list)
     """The message's images and files as stored: by reference to their bytes (or by URL or file id), never the
     bytes themselves."""
+    send_call_id: str | None = None
 
 
 @dataclass(kw_only=True, slots=True)
@@ -101,10 +104,11 @@ class ToolOutput(Event):
 
 @dataclass(kw_only=True, slots=True)
 class AgentFinished(Event):
-    """The agent produced its final output for this turn."""
+    """The agent produced its final output for this turn; `send_call_id` as in its `agent_started`."""
 
     type: ClassVar[str] = "agent_finished"
     output: Any
+    send_call_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = Event.to_dict(self)

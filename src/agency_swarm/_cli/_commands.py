@@ -147,6 +147,9 @@ DurableOption = Annotated[
         "worker's turns; Idempotency-Key, background turns, resumable streams (needs the [durable] extra).",
     ),
 ]
+AgUiOption = Annotated[
+    bool, typer.Option("--ag-ui", help="Also serve POST /ag-ui for AG-UI clients (needs the [ag-ui] extra).")
+]
 DurableQueueOption = Annotated[
     str | None,
     typer.Option(
@@ -311,6 +314,7 @@ def serve_command(
     durable: DurableOption = False,
     durable_queue: DurableQueueOption = None,
     a2a: A2AOption = False,
+    ag_ui: AgUiOption = False,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
     from ..serving._serve import ServeSettings, serve
@@ -318,7 +322,7 @@ def serve_command(
     settings = ServeSettings(
         config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
         max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable, durable_queue=durable_queue,
-        stream_write_timeout=stream_write_timeout, a2a=a2a,
+        stream_write_timeout=stream_write_timeout, a2a=a2a, ag_ui=ag_ui,
     )
     try:
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)

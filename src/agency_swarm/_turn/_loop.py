@@ -157,7 +157,7 @@ async def agent_turn(turn: Turn, message: Message | None, additional_instruction
     turn.output = step.output
     if emit is not None:
         await emit(AgentFinished(agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
-                                 output=step.output))
+                                 output=step.output, send_call_id=turn.sent_by))
 
 
 async def _before_model_call(
@@ -236,6 +236,7 @@ async def _announce(turn: Turn, message: Message | None) -> None:
                 message if isinstance(message, str) else message_text(arriving.items if arriving else message)),
             attachments=[] if message is None or arriving is None else [
                 part for item in arriving.items for part in attachment_parts(item)],
+            send_call_id=turn.sent_by,
         ))
     if message is not None and agent.input_guardrails:  # `run_in_parallel=False`: before the start, as `Runner`
         await _check_input_guardrails(turn, message, in_parallel=False)

@@ -14,7 +14,8 @@ app = create_app(build_agency, store="postgresql://app@db:5432/app", auth_token=
 Endpoints (all JSON unless said; every error is `{"error": {"type", "message", ...}}` with a 4xx/5xx status):
 `POST /chats/{chat_id}/messages`, `POST /chats/{chat_id}/messages:stream` (SSE), `POST /chats/{chat_id}/resume`,
 `POST /chats/{chat_id}/resume:stream` (SSE), `GET /chats/{chat_id}/threads`, `DELETE /chats/{chat_id}`,
-`GET /healthz`, `GET /openapi.json`. docs/design/serving.md says why it works the way it does.
+`GET /healthz`, `GET /openapi.json`; with `ag_ui=True`, `POST /ag-ui` (AG-UI, docs/ag-ui.md).
+docs/design/serving.md says why it works the way it does.
 """
 
 from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store

@@ -45,6 +45,7 @@ def create_app(
     durable: bool | Mapping[str, Any] = False,
     stream_write_timeout: float = SSE_WRITE_TIMEOUT_SECONDS,
     a2a: bool = False,
+    ag_ui: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving the agency `agency_factory(store)` builds (once, now).
 
@@ -63,8 +64,10 @@ def create_app(
 
     `a2a`: also serve the agency as an A2A agent (the `a2a` extra; docs/a2a.md): its Agent Card (public) at
     /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON at /a2a/rest, tasks kept in the same store.
+
+    `ag_ui`: also serve `POST /ag-ui`, behind the same auth and limits (the [ag-ui] extra; docs/ag-ui.md).
     """
-    _check_limits(auth_token, max_body_bytes)
+    _check_options(auth_token, max_body_bytes, ag_ui)
     streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
     thread_store = open_store(store) if isinstance(store, str) else store
     agency = _built_agency(agency_factory, thread_store)
@@ -81,17 +84,37 @@ def create_app(
         from ._durable import add_durable_routes
 
         add_durable_routes(app, agency, turns, protected=auth_token is not None, write_timeout=streams.write_timeout)
+    _add_ag_ui(app, agency, streams, turns, protected=auth_token is not None, enabled=ag_ui)
     app.state.durable, app.state.streams, app.state.a2a = turns, streams, service
     public = PUBLIC_PATHS if service is None else service.mount(app) | PUBLIC_PATHS
     app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes, public_paths=public)
     return app
 
 
-def _check_limits(auth_token: str | None, max_body_bytes: int) -> None:
+def _check_options(auth_token: str | None, max_body_bytes: int, ag_ui: bool) -> None:
+    if not isinstance(ag_ui, bool):
+        raise ConfigError(f"ag_ui must be True or False, got {type(ag_ui).__name__}.")
     if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
         raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
+
+
+def _add_ag_ui(
+    app: FastAPI, agency: Agency, streams: StreamTurns, turns: Any, *, protected: bool, enabled: bool
+) -> None:
+    """`POST /ag-ui` when `enabled`. ag_ui (the protocol's types) is imported only here: an optional extra."""
+    if not enabled:
+        return
+    try:
+        from ._ag_ui import add_ag_ui_route
+    except ImportError as missing:
+        if not (missing.name or "").startswith("ag_ui"):
+            raise
+        raise ConfigError(
+            "The AG-UI endpoint needs the protocol's types: pip install 'agency-swarm-sdk[ag-ui]'."
+        ) from None
+    add_ag_ui_route(app, agency, streams, turns, protected=protected)
 
 
 def _built_agency(agency_factory: AgencyFactory, thread_store: ThreadStore) -> Agency:

@@ -137,8 +137,9 @@ def checked_body(scope: Scope, headers: dict[bytes, bytes], body: bytes) -> tupl
         where = ".".join(str(part) for part in problems[0]["loc"])
         message = f"{where}: the request's text must be valid UTF-8; see details."
         return error_response(422, "invalid_request", message, details=problems), scope
-    if scope["method"] == "POST" and scope["path"].startswith("/chats/"):  # their bodies are JSON, whatever
-        json_scope = as_json_request(scope, headers, body)  # the client declared (curl -d: form-urlencoded)
+    json_body = scope["path"].startswith("/chats/") or scope["path"] == "/ag-ui"
+    if scope["method"] == "POST" and json_body:  # their bodies are JSON, whatever the client declared (curl -d:
+        json_scope = as_json_request(scope, headers, body)  # form-urlencoded)
         if json_scope is None:
             return error_response(415, "unsupported_media_type", NOT_JSON), scope
         return None, json_scope

@@ -33,9 +33,10 @@ ENV_DURABLE = "AGENCY_SWARM_SERVE_DURABLE"
 ENV_DURABLE_QUEUE = "AGENCY_SWARM_SERVE_DURABLE_QUEUE"
 ENV_STREAM_WRITE_TIMEOUT = "AGENCY_SWARM_SERVE_STREAM_WRITE_TIMEOUT"
 ENV_A2A = "AGENCY_SWARM_SERVE_A2A"
+ENV_AG_UI = "AGENCY_SWARM_SERVE_AG_UI"
 _ENV_NAMES = (
     ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE,
-    ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT, ENV_A2A,
+    ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT, ENV_A2A, ENV_AG_UI,
 )
 _FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
@@ -67,6 +68,8 @@ class ServeSettings:
     """Seconds an event stream's reader may take nothing before it is dropped (`create_app(stream_write_timeout=)`)."""
     a2a: bool = False
     """Also serve the agency as an A2A agent (`create_app(a2a=True)`)."""
+    ag_ui: bool = False
+    """Also serve `POST /ag-ui` for AG-UI clients (`create_app(ag_ui=True)`, the [ag-ui] extra)."""
 
     def check(self) -> None:
         if (self.config is None) == (self.factory is None):
@@ -109,6 +112,8 @@ class ServeSettings:
             env[ENV_DURABLE] = "1"
         if self.a2a:
             env[ENV_A2A] = "1"
+        if self.ag_ui:
+            env[ENV_AG_UI] = "1"
         if self.durable_queue is not None:
             env[ENV_DURABLE_QUEUE] = self.durable_queue
         if self.config is not None:
@@ -131,7 +136,7 @@ class ServeSettings:
             config=env.get(ENV_CONFIG), factory=env.get(ENV_FACTORY), store=env[ENV_STORE] or None,
             auth_token_env=env.get(ENV_AUTH_TOKEN_ENV), max_body_bytes=int(size), models=env.get(ENV_MODELS),
             toolkits=env.get(ENV_TOOLKITS), durable=env.get(ENV_DURABLE) == "1", a2a=env.get(ENV_A2A) == "1",
-            durable_queue=env.get(ENV_DURABLE_QUEUE),
+            durable_queue=env.get(ENV_DURABLE_QUEUE), ag_ui=env.get(ENV_AG_UI) == "1",
             stream_write_timeout=_float_env(env, ENV_STREAM_WRITE_TIMEOUT, SSE_WRITE_TIMEOUT_SECONDS),
         )
 
@@ -210,7 +215,7 @@ def app_from_env() -> FastAPI:
     app = create_app(
         settings.agency_factory(), store=settings.thread_store(), auth_token=settings.auth_token(),
         max_body_bytes=settings.max_body_bytes, durable=settings.durable_options(),
-        stream_write_timeout=settings.stream_write_timeout, a2a=settings.a2a,
+        stream_write_timeout=settings.stream_write_timeout, a2a=settings.a2a, ag_ui=settings.ag_ui,
     )
     # Everything built so far (modules, openai's thousand pydantic schemas, the agency) lives as long as the
     # process: out of the collector's sight, a full collection takes a few ms instead of ~150 ms (see
@@ -269,6 +274,8 @@ def serve(
     agency = settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, not in every worker
     if settings.durable:
         _check_durable(settings, agency)
+    if settings.ag_ui:
+        _check_ag_ui()
     for name in _ENV_NAMES:  # a setting left from an earlier serve in this process (or the shell) is not ours
         os.environ.pop(name, None)
     os.environ.update(settings.to_env())  # worker processes inherit it
@@ -296,6 +303,14 @@ def _check_durable(settings: ServeSettings, agency: Agency) -> None:
     named = settings.durable_queue
     queue = identity.default_queue() if named is None else checked_queue_name(named)
     logger.info("Durable turns on queue %r, the agency's (%s)", queue, identity.described)
+
+
+def _check_ag_ui() -> None:
+    """`--ag-ui` needs the protocol's types: said once, before any worker starts."""
+    try:
+        import ag_ui.core  # noqa: F401
+    except ImportError:
+        raise ConfigError("--ag-ui needs the protocol's types: pip install 'agency-swarm-sdk[ag-ui]'.") from None
 
 
 def _run_uvicorn(workers: int, **options: Any) -> None:
