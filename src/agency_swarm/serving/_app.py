@@ -79,16 +79,22 @@ def create_app(
     )
     app.state.agency, app.state.store, app.state.health = agency, thread_store, StoreHealth(thread_store)
     _add_error_handlers(app)
-    add_routes(app, agency, app.state.health, streams, protected=auth_token is not None, durable=turns is not None)
-    if turns is not None:
-        from ._durable import add_durable_routes
-
-        add_durable_routes(app, agency, turns, protected=auth_token is not None, write_timeout=streams.write_timeout)
-    _add_ag_ui(app, agency, streams, turns, protected=auth_token is not None, enabled=ag_ui)
+    _add_all_routes(app, agency, streams, turns, protected=auth_token is not None, ag_ui=ag_ui)
     app.state.durable, app.state.streams, app.state.a2a = turns, streams, service
     public = PUBLIC_PATHS if service is None else service.mount(app) | PUBLIC_PATHS
     app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes, public_paths=public)
     return app
+
+
+def _add_all_routes(
+    app: FastAPI, agency: Agency, streams: StreamTurns, turns: Any, *, protected: bool, ag_ui: bool
+) -> None:
+    add_routes(app, agency, app.state.health, streams, protected=protected, durable=turns is not None)
+    if turns is not None:
+        from ._durable import add_durable_routes
+
+        add_durable_routes(app, agency, turns, protected=protected, write_timeout=streams.write_timeout)
+    _add_ag_ui(app, agency, streams, turns, protected=protected, enabled=ag_ui)
 
 
 def _check_options(auth_token: str | None, max_body_bytes: int, ag_ui: bool) -> None:
