@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agency_swarm import FileThreadStore, MemoryThreadStore, SQLThreadStore, ThreadStore
-from agency_swarm._threads._chat_index import MAX_TITLE_CHARS, ChatIndex, chat_index_for, title_of
+from agency_swarm._threads._chat_index import MAX_TITLE_CHARS, ChatIndex, title_of
+from agency_swarm._threads._chat_indexes import chat_index_for
 from agency_swarm._threads._file_chat_index import LOG_NAME
 from postgres_support import require_postgres
 

@@ -2,19 +2,16 @@
 
 An index entry is made when a principal first posts to a chat id and never changes owner afterwards: deleting the
 chat marks the entry deleted (the owner may post to the id again; nobody else may), so an owner once read stays
-true and can be cached. `chat_index_for(store)` gives the index of the built-in stores: memory (this module), file
-(`_file_chat_index`), SQLite and PostgreSQL (`_sql_chat_index`).
+true and can be cached. `_chat_indexes.chat_index_for(store)` gives the index of the built-in stores: memory (this
+module), file (`_file_chat_index`), SQLite and PostgreSQL (`_sql_chat_index`).
 """
 
 from __future__ import annotations
 
 import heapq
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
-
-from ._store import MemoryThreadStore, ThreadStore
 
 MAX_TITLE_CHARS = 80
 """A chat's title is its first user message, whitespace collapsed, cut to this many characters."""
@@ -140,37 +137,3 @@ class MemoryChatIndex:
 
     async def chat_stored(self, chat_id: str) -> bool:
         return self._stored(chat_id)
-
-
-_indexes: weakref.WeakKeyDictionary[Any, ChatIndex] = weakref.WeakKeyDictionary()
-
-
-def chat_index_for(store: ThreadStore) -> ChatIndex | None:
-    """The index kept with `store`: the store itself when it is a ChatIndex, else the built-in stores' own (one per
-    store instance, so apps sharing a store share it); None for a store this package does not know."""
-    if isinstance(store, ChatIndex):
-        return store
-    found = _indexes.get(store)
-    if found is not None:
-        return found
-    index = _new_index(store)
-    if index is not None:
-        _indexes[store] = index
-    return index
-
-
-def _new_index(store: ThreadStore) -> ChatIndex | None:
-    from ._file_store import FileThreadStore
-    from ._sql_store import SQLThreadStore
-
-    if isinstance(store, MemoryThreadStore):
-        return MemoryChatIndex(lambda chat_id: bool(store._chats.get(chat_id)))
-    if isinstance(store, FileThreadStore):
-        from ._file_chat_index import FileChatIndex
-
-        return FileChatIndex(store)
-    if isinstance(store, SQLThreadStore):
-        from ._sql_chat_index import sql_chat_index
-
-        return sql_chat_index(store)
-    return None
