@@ -306,3 +306,25 @@ async def test_no_token_value_reaches_the_log(hs_app: Any, caplog: pytest.LogCap
     await answer(hs_app, token + "x")
     assert token not in caplog.text
     assert SECRET not in caplog.text
+
+
+async def test_the_guards_hand_the_lifespan_to_the_app() -> None:
+    closed: list[bool] = []
+
+    class Tracked(MemoryThreadStore):
+        async def aclose(self) -> None:
+            closed.append(True)
+
+    app = create_app(build_agency, store=Tracked(), auth=AuthSettings(tokens={"alice": "a-token"}))
+    incoming = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+    sent: list[str] = []
+
+    async def receive() -> dict[str, Any]:
+        return incoming.pop(0)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message["type"])
+
+    await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
+    assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert closed == [True]  # the app's own lifespan ran: it closes the store

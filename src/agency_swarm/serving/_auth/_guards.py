@@ -75,9 +75,9 @@ class OwnershipGuard:
         self._owners: OrderedDict[str, str] = OrderedDict()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        segments = route_path(scope).split("/")
-        if scope["type"] != "http" or len(segments) < 3 or segments[1] != "chats" or not _valid(segments[2]):
-            await self.app(scope, receive, send)  # not a chat's route; an invalid id is the route's 400
+        segments = route_path(scope).split("/") if scope["type"] == "http" else []
+        if len(segments) < 3 or segments[1] != "chats" or not _valid(segments[2]):
+            await self.app(scope, receive, send)  # not a chat's route (or the lifespan); an invalid id: the route's 400
             return
         chat_id, rest = segments[2], "/".join(segments[3:])
         principal: Principal = scope[PRINCIPAL_KEY]
