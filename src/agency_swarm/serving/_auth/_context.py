@@ -3,6 +3,7 @@ the schema the server declares) and, when the server allows them, `additional_in
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,8 +55,8 @@ def turn_options(http: Request, chat_id: str, body: BaseModel | None) -> dict[st
     if context is not None:
         if rules.context_schema is None:
             raise ConfigError("This server takes no `context` with a request; leave it out.")
-        try:
-            data = rules.context_schema.model_validate(context)
+        try:  # strict, as JSON: what the OpenAPI document shows is what is taken (no `false` for an int)
+            data = rules.context_schema.model_validate_json(json.dumps(context), strict=True)
         except ValidationError as invalid:
             raise ConfigError(f"`context` does not match this server's schema: {_problems(invalid)}.") from None
     options: dict[str, Any] = {"context": RequestContext(principal_of(http.scope), chat_id, data)}
