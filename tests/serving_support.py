@@ -54,6 +54,8 @@ async def _delete_chats(prefix: str) -> int:
         if await conn.fetchval("SELECT to_regclass('agency_swarm_items')") is None:
             return 0
         status = await conn.execute("DELETE FROM agency_swarm_items WHERE starts_with(chat_id, $1)", prefix)
+        if await conn.fetchval("SELECT to_regclass('agency_swarm_chat_owners')") is not None:
+            await conn.execute("DELETE FROM agency_swarm_chat_owners WHERE starts_with(chat_id, $1)", prefix)
         return int(status.split()[-1])
     finally:
         await conn.close()

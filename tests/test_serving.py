@@ -187,15 +187,18 @@ async def test_openapi_lists_every_endpoint_with_its_real_shapes() -> None:
             "/chats/{chat_id}/resume:stream": ["post"],
             "/chats/{chat_id}/threads": ["get"],
             "/chats/{chat_id}": ["delete"],
+            "/chats": ["get"],
         }
         schemas = spec["components"]["schemas"]
         post = spec["paths"]["/chats/{chat_id}/messages"]["post"]
         assert post["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].endswith("RunResultResponse")
         assert post["security"] == [{"HTTPBearer": []}]
         assert spec["components"]["securitySchemes"] == {"HTTPBearer": {"type": "http", "scheme": "bearer"}}
-        assert set(post["responses"]) == {"200", "400", "401", "409", "413", "415", "422", "500", "503"}
+        assert set(post["responses"]) == {"200", "400", "401", "404", "409", "413", "415", "422", "500", "503"}
         assert list(post["requestBody"]["content"]) == ["application/json"]  # what clients should send
-        assert set(schemas["MessageRequest"]["properties"]) == {"message", "recipient_agent"}
+        assert set(schemas["MessageRequest"]["properties"]) == {
+            "message", "recipient_agent", "context", "additional_instructions"
+        }
         assert schemas["MessageRequest"]["required"] == ["message"]
         stream = spec["paths"]["/chats/{chat_id}/messages:stream"]["post"]
         assert list(stream["responses"]["200"]["content"]) == ["text/event-stream"]
@@ -217,14 +220,15 @@ def test_openapi_links_lead_from_a_chat_to_what_may_follow() -> None:
     spec = create_app(build_agency, store=MemoryThreadStore()).openapi()
     operations = {op["operationId"]: op for methods in spec["paths"].values() for op in methods.values()}
     assert set(operations) == {
-        "healthz", "post_message", "stream_message", "resume", "resume_stream", "get_threads", "delete_chat"
+        "healthz", "post_message", "stream_message", "resume", "resume_stream", "get_threads", "delete_chat",
+        "list_chats",
     }
     same_chat = {"chat_id": "$request.path.chat_id"}
     for name, op in operations.items():
-        if name == "healthz":
+        if name in ("healthz", "list_chats"):
             continue
         ok = op["responses"]["204" if name == "delete_chat" else "200"]
-        assert {link["operationId"] for link in ok["links"].values()} >= set(operations) - {"healthz"}
+        assert {link["operationId"] for link in ok["links"].values()} >= set(operations) - {"healthz", "list_chats"}
         assert all(link["parameters"] == same_chat for link in ok["links"].values())
         assert "Names the chat" in op["parameters"][0]["schema"]["description"]
     approve = operations["post_message"]["responses"]["409"]["links"]["approve_waiting_call"]

@@ -28,6 +28,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from agency_swarm import Agency, Agent, InvalidChatId, MemoryThreadStore, ThreadStore, function_tool
@@ -65,10 +66,22 @@ def ceo_script(call: ModelCall) -> Step:
     return f"heard: {message}"
 
 
+class FuzzContext(BaseModel):
+    """The context schema the fuzzed app declares: requests' `context` is fuzzed against it too."""
+
+    tenant: str
+    seats: int = 1
+
+
 def build(store: ThreadStore) -> Agency:
     ceo = Agent(name="CEO", description="Talks to the user.", tools=[deploy], model=ScriptedModel(ceo_script))
     developer = Agent(name="Developer", model=ScriptedModel(lambda call: f"did: {call.last_user_message}"))
     return Agency([ceo, [ceo, developer]], thread_store=store)
+
+
+def make_app(store: ThreadStore | str) -> Any:
+    """The fuzzed app: a declared context schema and additional instructions allowed, so both are fuzzed too."""
+    return create_app(build, store=store, context_schema=FuzzContext, allow_additional_instructions=True)
 
 
 # -- the schema, and what the fuzzer sends ---------------------------------------------------------------------
@@ -125,7 +138,7 @@ CONFIG = schemathesis.Config.from_dict(
 
 def load_schema(*, surrogates_in: tuple[str, ...] | None) -> Any:
     """The app's schema, calling CURRENT; bodies of the operations `surrogates_in` (None: all) get lone surrogates."""
-    schema = schemathesis.openapi.from_dict(create_app(build, store=MemoryThreadStore()).openapi(), config=CONFIG)
+    schema = schemathesis.openapi.from_dict(make_app(MemoryThreadStore()).openapi(), config=CONFIG)
     schema.app = CURRENT
 
     def widen(context: schemathesis.HookContext, body: Any) -> Any:
@@ -147,7 +160,7 @@ schemathesis (4.32) revalidates it with jsonschema_rs, which cannot take a surro
 
 def serve(database: Path) -> None:
     """A fresh app (a worker that just started) on `database`, called through CURRENT from now on."""
-    CURRENT.app = create_app(build, store=f"sqlite:///{database}")
+    CURRENT.app = make_app(f"sqlite:///{database}")
 
 
 def stop() -> None:
@@ -215,6 +228,8 @@ def allowed_refusals(case: Any, response: schemathesis.Response) -> set[tuple[in
         allowed.add((400, "bad_request"))
     if case.operation.path.startswith("/chats/{chat_id}/resume") and (body.get("approve") or body.get("reject")):
         allowed.add((400, "bad_request"))
+    if case.operation.path == "/chats" and (case.query or {}).get("cursor") is not None:
+        allowed.add((400, "bad_request"))  # a cursor this server did not give
     return allowed
 
 

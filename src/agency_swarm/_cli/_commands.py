@@ -17,6 +17,27 @@ from rich.text import Text
 from .._base._errors import AgencySwarmError, ConfigError, ModelAuthenticationError
 from .._config._python_object import load_python_object
 from ._demo import DEFAULT_MESSAGE
+from ._serve_options import (
+    AccessLogOption,
+    AdditionalInstructionsOption,
+    AdminOption,
+    AdminScopeOption,
+    AuthTokenEnvOption,
+    AuthTokensEnvOption,
+    ContextSchemaOption,
+    FactoryOption,
+    HostOption,
+    InsecureOption,
+    JwksUrlOption,
+    JwtAudienceOption,
+    JwtIssuerOption,
+    JwtSecretEnvOption,
+    MaxBodyBytesOption,
+    PortOption,
+    ServeConfigArgument,
+    StoreOption,
+    WorkersOption,
+)
 
 if TYPE_CHECKING:
     from .._agency._agency import Agency
@@ -279,35 +300,15 @@ class ChartFormatName(StrEnum):
 
 @app.command("serve")
 def serve_command(
-    config: Annotated[
-        Path | None, typer.Argument(help="The agency's YAML or JSON file (or --factory).", show_default=False)
-    ] = None,
-    factory: Annotated[
-        str | None,
-        typer.Option(
-            "--factory", help="module:function that builds the agency on the store it is given, instead of a file.",
-            show_default=False,
-        ),
-    ] = None,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store", help="Where chats live: postgresql://user@host:5432/db (needed for --workers > 1), "
-            "sqlite:///chats.db, or memory. Default: the agency file's store: (else memory).", show_default=False,
-        ),
-    ] = None,
-    workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 1,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
-    auth_token_env: Annotated[
-        str | None,
-        typer.Option(
-            "--auth-token-env", help="Require `Authorization: Bearer TOKEN`, TOKEN read from this environment "
-            "variable (never from the command line).", show_default=False,
-        ),
-    ] = None,
-    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Larger requests get 413.")] = 1024 * 1024,
-    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log every request.")] = True,
+    config: ServeConfigArgument = None,
+    factory: FactoryOption = None,
+    store: StoreOption = None,
+    workers: WorkersOption = 1,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8000,
+    auth_token_env: AuthTokenEnvOption = None,
+    max_body_bytes: MaxBodyBytesOption = 1024 * 1024,
+    access_log: AccessLogOption = True,
     stream_write_timeout: StreamWriteTimeoutOption = 30.0,
     models: ModelsOption = None,
     toolkits: ToolkitsOption = None,
@@ -315,14 +316,30 @@ def serve_command(
     durable_queue: DurableQueueOption = None,
     a2a: A2AOption = False,
     ag_ui: AgUiOption = False,
+    auth_tokens_env: AuthTokensEnvOption = None,
+    jwt_secret_env: JwtSecretEnvOption = None,
+    jwks_url: JwksUrlOption = None,
+    jwt_issuer: JwtIssuerOption = None,
+    jwt_audience: JwtAudienceOption = None,
+    admin_scope: AdminScopeOption = None,
+    admin: AdminOption = None,
+    insecure: InsecureOption = False,
+    context_schema: ContextSchemaOption = None,
+    allow_additional_instructions: AdditionalInstructionsOption = False,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
+    from ..serving._auth._serve_options import AuthOptions
     from ..serving._serve import ServeSettings, serve
 
+    auth = AuthOptions(
+        tokens_env=auth_tokens_env, jwt_secret_env=jwt_secret_env, jwks_url=jwks_url, issuer=jwt_issuer,
+        audience=jwt_audience, admin_scope=admin_scope, admins=tuple(admin or ()), insecure=insecure,
+    )
     settings = ServeSettings(
         config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
         max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable, durable_queue=durable_queue,
-        stream_write_timeout=stream_write_timeout, a2a=a2a, ag_ui=ag_ui,
+        stream_write_timeout=stream_write_timeout, a2a=a2a, ag_ui=ag_ui, auth=auth, context_schema=context_schema,
+        allow_additional_instructions=allow_additional_instructions,
     )
     try:
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)

@@ -245,21 +245,29 @@ class DurableTurns:
 
     async def submit(
         self, message: str | list[TResponseInputItem], *, chat_id: str, recipient_agent: str | None = None,
-        key: str | None = None,
+        key: str | None = None, context: Any = None, additional_instructions: str | None = None,
     ) -> TurnHandle:
         """Queue a turn; the same `key` on the same chat is the same turn (never a second one), whatever its state.
 
         `message`: text or input items, as in `Agency.get_response`. Images and files given as bytes are checked
         and stored in the agency's store now, once; the queued request holds references to them, never the bytes.
-        """
+        `context` (the run context, as in `Agency.get_response`) and `additional_instructions` are stored with the
+        turn (DBOS pickles them): the worker that runs it, any worker, gets them; the context's class must be
+        importable there."""
+        if recipient_agent is not None and recipient_agent not in {agent.name for agent in self.agency.entry_points}:
+            raise ConfigError(f"recipient_agent {recipient_agent!r} is not an entry point of this agency.")
+        if additional_instructions is not None and not isinstance(additional_instructions, str):
+            raise ConfigError("additional_instructions must be a str or None.")
         manager = self.agency.thread_manager
         _, chat_id, prepared = checked_request(message, chat_id, None, None, manager.attachments.limits)
         if isinstance(prepared, Incoming):
             await manager.attachments.keep(chat_id, prepared.blobs)
             message = prepared.items  # type: ignore[assignment]
-        if recipient_agent is not None and recipient_agent not in {agent.name for agent in self.agency.entry_points}:
-            raise ConfigError(f"recipient_agent {recipient_agent!r} is not an entry point of this agency.")
         request = {"chat_id": chat_id, "message": message, "recipient_agent": recipient_agent}
+        if context is not None:
+            request["context"] = context
+        if additional_instructions is not None:
+            request["additional_instructions"] = additional_instructions
         return await self._enqueue(request, key, "")
 
     async def resume(
@@ -269,17 +277,21 @@ class DurableTurns:
         approve: Iterable[str] = (),
         reject: Iterable[str] | Mapping[str, str | None] = (),
         key: str | None = None,
+        context: Any = None,
     ) -> TurnHandle:
         """Queue a resume of the chat's unfinished turn (`Agency.resume`), durably: the same `key` is the same
         resume. `reject` as in `Agency.resume`: call ids, or {call id: the message the model reads, or None}; the
         messages are stored with the request. Decisions on calls that do not wait fail the resume (`TurnFailed`,
-        kind bad_request)."""
+        kind bad_request). `context`: as in `submit` (the resumed turn runs with it)."""
         chat_id = check_chat_id(chat_id)
         approved = sorted(approve)
         if any(not isinstance(call_id, str) for call_id in approved):
             raise ConfigError("approve and reject must hold call ids (str).")
         decisions = {"approve": approved, "reject": dict(sorted(rejections(reject).items()))}
-        return await self._enqueue({"chat_id": chat_id, "resume": decisions}, key, "r")
+        request: dict[str, Any] = {"chat_id": chat_id, "resume": decisions}
+        if context is not None:
+            request["context"] = context
+        return await self._enqueue(request, key, "r")
 
     async def _enqueue(self, request: dict[str, Any], key: str | None, kind: str) -> TurnHandle:
         if self._queue is None:
@@ -322,11 +334,13 @@ class DurableTurns:
         chat_id, turn_id, decisions = request["chat_id"], request["turn_id"], request.get("resume")
         if decisions is not None:
             stream = self.agency.resume_stream(
-                chat_id, approve=decisions["approve"], reject=decisions["reject"], turn_id=turn_id
+                chat_id, approve=decisions["approve"], reject=decisions["reject"], turn_id=turn_id,
+                context=request.get("context"),
             )
         else:
             stream = self.agency.get_response_stream(
-                request["message"], request["recipient_agent"], chat_id=chat_id, turn_id=turn_id
+                request["message"], request["recipient_agent"], chat_id=chat_id, turn_id=turn_id,
+                context=request.get("context"), additional_instructions=request.get("additional_instructions"),
             )
         try:
             async with stream:

@@ -2,23 +2,31 @@
 
 ```python
 from agency_swarm import Agency, Agent
-from agency_swarm.serving import create_app
+from agency_swarm.serving import AuthSettings, create_app
 
 def build_agency(store):  # called once per worker process, with that worker's store
     ceo = Agent(name="CEO", model="gpt-4.1-mini", instructions="...")
     return Agency(ceo, thread_store=store)
 
-app = create_app(build_agency, store="postgresql://app@db:5432/app", auth_token=os.environ["API_TOKEN"])
+auth = AuthSettings(jwks_url="https://id.example/.well-known/jwks.json", issuer="https://id.example/",
+                    audience="agency-api")
+app = create_app(build_agency, store="postgresql://app@db:5432/app", auth=auth)
 ```
 
+Every chat belongs to the principal (a JWT's `sub`, or a static token's name) that posted its first message; tools
+read the caller from the run context, a `RequestContext`.
+
 Endpoints (all JSON unless said; every error is `{"error": {"type", "message", ...}}` with a 4xx/5xx status):
-`POST /chats/{chat_id}/messages`, `POST /chats/{chat_id}/messages:stream` (SSE), `POST /chats/{chat_id}/resume`,
-`POST /chats/{chat_id}/resume:stream` (SSE), `GET /chats/{chat_id}/threads`, `DELETE /chats/{chat_id}`,
-`GET /healthz`, `GET /openapi.json`; with `ag_ui=True`, `POST /ag-ui` (AG-UI, docs/ag-ui.md).
-docs/design/serving.md says why it works the way it does.
+`GET /chats`, `POST /chats/{chat_id}/messages`, `POST /chats/{chat_id}/messages:stream` (SSE),
+`POST /chats/{chat_id}/resume`, `POST /chats/{chat_id}/resume:stream` (SSE), `GET /chats/{chat_id}/threads`,
+`DELETE /chats/{chat_id}`, `GET /healthz`, `GET /openapi.json`; with `ag_ui=True`, `POST /ag-ui` (AG-UI,
+docs/ag-ui.md). docs/design/serving.md says why it works the way it does.
 """
 
 from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store
+from ._auth._chats import ChatListResponse, ChatSummary
+from ._auth._principal import Principal, RequestContext
+from ._auth._settings import AuthSettings
 from ._bodies import ErrorResponse, MessageRequest, ResumeRequest, RunResultResponse, ThreadsResponse
 from ._health import StoreHealth
 from ._serve import ServeSettings, app_from_env, serve
@@ -26,8 +34,13 @@ from ._serve import ServeSettings, app_from_env, serve
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "AgencyFactory",
+    "AuthSettings",
+    "ChatListResponse",
+    "ChatSummary",
     "ErrorResponse",
     "MessageRequest",
+    "Principal",
+    "RequestContext",
     "ResumeRequest",
     "RunResultResponse",
     "ServeSettings",

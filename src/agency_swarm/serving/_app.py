@@ -8,12 +8,16 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._agency._agency import Agency
 from .._base._errors import ConfigError
 from .._threads._sql_store import SQLThreadStore
 from .._threads._store import MemoryThreadStore, ThreadStore
+from ._auth._access import Access, access_for
+from ._auth._guards import AuthGuard, OwnershipGuard
+from ._auth._settings import AuthSettings
 from ._bodies import error_response
 from ._guard import PUBLIC_PATHS, RequestGuard
 from ._health import StoreHealth
@@ -41,69 +45,87 @@ def create_app(
     *,
     store: ThreadStore | str,
     auth_token: str | None = None,
+    auth: AuthSettings | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     durable: bool | Mapping[str, Any] = False,
     stream_write_timeout: float = SSE_WRITE_TIMEOUT_SECONDS,
+    context_schema: type[BaseModel] | None = None,
+    allow_additional_instructions: bool = False,
     a2a: bool = False,
     ag_ui: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving the agency `agency_factory(store)` builds (once, now).
 
-    `store` is a ThreadStore or a URL (`open_store`); share one PostgreSQL database between worker processes,
-    each building its own app. With `auth_token`, every endpoint but /healthz and /openapi.json wants
-    `Authorization: Bearer <auth_token>`. Bodies over `max_body_bytes` get 413. The app closes the store when it
-    shuts down.
+    `store` is a ThreadStore or a URL (`open_store`); worker processes share one PostgreSQL database, each
+    building its own app. Bodies over `max_body_bytes` get 413. The app closes the store when it shuts down.
+
+    `auth` (AuthSettings: static tokens, JWTs): every endpoint but /healthz and /openapi.json wants a bearer
+    token, and a chat belongs to the principal that posted its first message (others get 404 on all its routes).
+    `auth_token` is the one-token form (principal `default`); without either, every caller is `anonymous`.
+
+    `context_schema` (a pydantic model): a request's `context` must match it, and reaches tools, guardrails and
+    instructions as `RequestContext.data` (the run context is a RequestContext, with the caller's Principal).
+    `allow_additional_instructions`: requests may add to the entry agent's instructions (a prompt-injection surface).
 
     `durable` (True, or the keyword arguments of `agency_swarm.durable.DurableTurns`): every turn runs as a DBOS
     workflow that any worker finishes, submitted once per Idempotency-Key, background turns and resumable event
     streams too (docs/design/durable.md). Needs PostgreSQL: the store's URL, or `database_url` in the mapping.
 
-    `stream_write_timeout` (seconds): an event stream's reader that takes nothing for this long is dropped (its
-    stream ends; the turn goes on, its result stays readable at GET /chats/{id}/threads, and in durable mode its
-    events at GET /chats/{id}/turns/{turn_id}/events with Last-Event-ID).
+    `stream_write_timeout` (seconds): an event stream's reader that takes nothing for this long is dropped (the
+    turn goes on; its result stays readable, in durable mode its events too, with Last-Event-ID).
 
     `a2a`: also serve the agency as an A2A agent (the `a2a` extra; docs/a2a.md): its Agent Card (public) at
     /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON at /a2a/rest, tasks kept in the same store.
 
     `ag_ui`: also serve `POST /ag-ui`, behind the same auth and limits (the [ag-ui] extra; docs/ag-ui.md).
     """
-    _check_options(auth_token, max_body_bytes, ag_ui)
+    _check_options(ag_ui)
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
     streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
     thread_store = open_store(store) if isinstance(store, str) else store
+    access = access_for(
+        thread_store, auth_token=auth_token, auth=auth, context_schema=context_schema,
+        allow_additional_instructions=allow_additional_instructions,
+    )
     agency = _built_agency(agency_factory, thread_store)
     turns = _durable_turns(agency, store, durable)
-    service = _a2a_service(agency, thread_store, a2a, protected=auth_token is not None, durable=turns is not None)
+    protected = access.authenticator is not None
+    service = _a2a_service(agency, thread_store, a2a, protected=protected, durable=turns is not None)
     app = FastAPI(
         title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
         lifespan=_lifespan(agency, turns, streams, service),
     )
-    app.state.agency, app.state.store, app.state.health = agency, thread_store, StoreHealth(thread_store)
-    _add_error_handlers(app)
-    _add_all_routes(app, agency, streams, turns, protected=auth_token is not None, ag_ui=ag_ui)
-    app.state.durable, app.state.streams, app.state.a2a = turns, streams, service
-    public = PUBLIC_PATHS if service is None else service.mount(app) | PUBLIC_PATHS
-    app.add_middleware(RequestGuard, auth_token=auth_token, max_body_bytes=max_body_bytes, public_paths=public)
+    app.state.agency, app.state.store, app.state.durable, app.state.streams = agency, thread_store, turns, streams
+    app.state.health, app.state.a2a = StoreHealth(thread_store), service
+    _assemble(app, access, max_body_bytes, ag_ui=ag_ui)
     return app
 
 
-def _add_all_routes(
-    app: FastAPI, agency: Agency, streams: StreamTurns, turns: Any, *, protected: bool, ag_ui: bool
-) -> None:
-    add_routes(app, agency, app.state.health, streams, protected=protected, durable=turns is not None)
+def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool) -> None:
+    """The error handlers, the routes, and the guards in front of them."""
+    _add_error_handlers(app)
+    protected, turns, streams = access.authenticator is not None, app.state.durable, app.state.streams
+    add_routes(app, app.state.agency, app.state.health, streams, protected=protected, durable=turns is not None)
     if turns is not None:
         from ._durable import add_durable_routes
 
-        add_durable_routes(app, agency, turns, protected=protected, write_timeout=streams.write_timeout)
-    _add_ag_ui(app, agency, streams, turns, protected=protected, enabled=ag_ui)
+        add_durable_routes(app, app.state.agency, turns, protected=protected, write_timeout=streams.write_timeout)
+    _add_ag_ui(app, app.state.agency, streams, turns, protected=protected, enabled=ag_ui)
+    access.add_routes(app)
+    app.state.access = access
+    service = app.state.a2a
+    public = PUBLIC_PATHS if service is None else service.mount(app) | PUBLIC_PATHS
+    # The last added runs first: who calls (401 before any body is read), then the path, size and body checks,
+    # then whose chat it is (404), then the route.
+    app.add_middleware(OwnershipGuard, index=access.index, clock=lambda: access.clock())
+    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes)
+    app.add_middleware(AuthGuard, authenticator=access.authenticator, public_paths=public)
 
 
-def _check_options(auth_token: str | None, max_body_bytes: int, ag_ui: bool) -> None:
+def _check_options(ag_ui: bool) -> None:
     if not isinstance(ag_ui, bool):
         raise ConfigError(f"ag_ui must be True or False, got {type(ag_ui).__name__}.")
-    if auth_token is not None and (not isinstance(auth_token, str) or not auth_token.strip()):
-        raise ConfigError("auth_token must be a non-empty str, or None to serve without authentication.")
-    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
-        raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
 
 
 def _add_ag_ui(

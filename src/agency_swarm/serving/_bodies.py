@@ -27,6 +27,11 @@ logger = secret_free_logger("agency_swarm.serving")
 
 # -- request and response bodies ------------------------------------------------------------------------
 
+CONTEXT_DOC = (
+    "Reaches the turn's tools, guardrails and instructions as `RequestContext.data`, validated against the schema "
+    "the server declares; a server that declares none answers 400 bad_request."
+)
+
 
 class MessageRequest(BaseModel):
     """A user message for one of the agency's entry points."""
@@ -35,6 +40,12 @@ class MessageRequest(BaseModel):
     message: str = Field(description="What the user says.")
     recipient_agent: str | None = Field(
         default=None, description="An entry point of the agency by name; default: the first entry point."
+    )
+    context: dict[str, Any] | None = Field(default=None, description=CONTEXT_DOC)
+    additional_instructions: str | None = Field(
+        default=None,
+        description="Added to the entry agent's instructions for this turn. Only on a server that allows it "
+        "(else 400 bad_request): whoever can call the server can then steer the agents (prompt injection).",
     )
 
 
@@ -56,6 +67,7 @@ class ResumeRequest(BaseModel):
         description='Call ids to refuse (the model reads "Tool execution was not approved."), or an object '
         "{call id: the message the model reads instead, or null for that default}.",
     )
+    context: dict[str, Any] | None = Field(default=None, description=CONTEXT_DOC)
 
 
 class UsageResponse(BaseModel):

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Annotated, Any, Literal
 
-from fastapi import Body, FastAPI, Header, Query, Response
+from fastapi import Body, FastAPI, Header, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from .._agency._agency import Agency
 from ..durable import DurableTurns, TurnFailed, TurnHandle, UnknownTurn
+from ._auth._context import turn_options
 from ._bodies import (
     DurableMessageRequest,
     ErrorDetail,
@@ -84,12 +85,16 @@ def add_durable_routes(
         **route_docs(*turn, protected=protected, result=""),
     )
     async def post_message(
-        chat_id: ChatId, request: DurableMessageRequest, idempotency_key: IdempotencyKey = None
+        chat_id: ChatId, request: DurableMessageRequest, http: Request, idempotency_key: IdempotencyKey = None
     ) -> Any:
         """Run one turn (durably: any worker finishes it) and return its result once complete; with `background`,
         202 at once with the turn's id (GET /chats/{chat_id}/turns/{turn_id} for its status and result)."""
+        try:
+            options = turn_options(http, chat_id, request)
+        except Exception as exc:
+            return failure_response(exc, chat_id)
         submitted = turns.submit(
-            request.message, chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key
+            request.message, chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key, **options
         )
         return await _answered(submitted, chat_id, background=request.background)
 
@@ -98,13 +103,14 @@ def add_durable_routes(
         **route_docs(*turn, protected=protected, sse=True),
     )
     async def stream_message(
-        chat_id: ChatId, request: DurableMessageRequest, idempotency_key: IdempotencyKey = None
+        chat_id: ChatId, request: DurableMessageRequest, http: Request, idempotency_key: IdempotencyKey = None
     ) -> Any:
         """Run one turn durably, streaming its events, each with an `id`: a client that lost the stream reconnects
         to GET /chats/{chat_id}/turns/{turn_id}/events with Last-Event-ID. Leaving does not stop the turn."""
         try:
             handle = await turns.submit(
-                request.message, chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key
+                request.message, chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key,
+                **turn_options(http, chat_id, request),
             )
         except Exception as exc:
             return failure_response(exc, chat_id)
@@ -122,13 +128,17 @@ def _add_durable_resume_routes(app: FastAPI, turns: DurableTurns, *, protected: 
         **route_docs(*turn, protected=protected, result=""),
     )
     async def resume(
-        chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None,
+        chat_id: ChatId, http: Request, request: Annotated[ResumeRequest | None, Body()] = None,
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
         """Continue the chat's unfinished turn (durably; the same Idempotency-Key is the same resume)."""
         decisions = request or ResumeRequest()
+        try:
+            context = turn_options(http, chat_id, request)["context"]
+        except Exception as exc:
+            return failure_response(exc, chat_id)
         submitted = turns.resume(
-            chat_id=chat_id, approve=decisions.approve, reject=decisions.reject, key=idempotency_key
+            chat_id=chat_id, approve=decisions.approve, reject=decisions.reject, key=idempotency_key, context=context
         )
         return await _answered(submitted, chat_id)
 
@@ -137,14 +147,15 @@ def _add_durable_resume_routes(app: FastAPI, turns: DurableTurns, *, protected: 
         **route_docs(*turn, protected=protected, sse=True),
     )
     async def resume_stream(
-        chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None,
+        chat_id: ChatId, http: Request, request: Annotated[ResumeRequest | None, Body()] = None,
         idempotency_key: IdempotencyKey = None,
     ) -> Any:
         """`resume` as Server-Sent Events with ids, like messages:stream in durable mode."""
         decisions = request or ResumeRequest()
         try:
             handle = await turns.resume(
-                chat_id=chat_id, approve=decisions.approve, reject=decisions.reject, key=idempotency_key
+                chat_id=chat_id, approve=decisions.approve, reject=decisions.reject, key=idempotency_key,
+                context=turn_options(http, chat_id, request)["context"],
             )
         except Exception as exc:
             return failure_response(exc, chat_id)

@@ -1,9 +1,8 @@
-"""The request guard: bearer auth, the path and the size limit before any body is read, then the body's text and media
-type (off the event loop for a large body)."""
+"""The request guard: the path and the size limit before any body is read, then the body's text and media type (off
+the event loop for a large body). Authentication runs before it (`_auth._guards.AuthGuard`)."""
 
 from __future__ import annotations
 
-import hmac
 from urllib.parse import unquote_to_bytes
 
 import anyio
@@ -25,15 +24,10 @@ BODY_CHECK_THREADS = 2
 
 
 class RequestGuard:
-    """Bearer auth (constant-time compare), ids in the path, the request size limit, UTF-8 text and JSON bodies, as
-    plain ASGI around the app."""
+    """Ids in the path, the request size limit, UTF-8 text and JSON bodies, as plain ASGI around the app."""
 
-    def __init__(
-        self, app: ASGIApp, *, auth_token: str | None, max_body_bytes: int, public_paths: frozenset[str] = PUBLIC_PATHS
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
         self.app = app
-        self.public_paths = public_paths
-        self._token = auth_token.encode() if auth_token is not None else None
         self.max_body_bytes = max_body_bytes
         self._limiter: anyio.CapacityLimiter | None = None  # made in the loop that uses it
 
@@ -72,19 +66,10 @@ class RequestGuard:
         await self.app(scope, replay, send)
 
     def _refused_before_body(self, scope: Scope, headers: dict[bytes, bytes]) -> Response | None:
-        if self._token is not None and scope["path"] not in self.public_paths and not self._authorized(headers):
-            return error_response(401, "unauthorized", "Unauthorized.")
         declared = headers.get(b"content-length")
         if declared is not None and not declared.isdigit():
             return error_response(400, "bad_request", "Content-Length is not a number.")
         return path_refusal(scope)
-
-    def _authorized(self, headers: dict[bytes, bytes]) -> bool:
-        scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
-        expected = self._token or b""
-        # compare_digest on every request, even a malformed one, so timing says nothing about the token
-        matches = hmac.compare_digest(token.strip(), expected)
-        return matches and scheme.lower() == b"bearer"
 
     async def _read_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes | None:
         """The whole body, or None when it is over the limit (by Content-Length, or counted as it arrives)."""

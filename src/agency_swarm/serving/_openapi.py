@@ -54,15 +54,18 @@ _SSE_DOC: dict[int | str, dict[str, Any]] = {
 _ERROR_DOCS = {
     400: "invalid_chat_id, or bad_request: a recipient that is not an entry point, resume decisions for calls that "
     "do not wait, a Content-Length that is not a number",
-    401: "unauthorized: missing or wrong bearer token",
-    404: "not_found: no turn of that id was submitted to this chat (durable mode)",
+    401: "unauthorized: no bearer token, or one that is not valid (unknown, expired, another audience or issuer, an "
+    "algorithm or key this server does not accept)",
+    404: "not_found: no chat of that id for the caller (another principal's chat answers the same; a chat stored "
+    "before chats had owners is an admin's), or no turn of that id in this chat (durable mode)",
     409: "chat_paused: the chat waits for approvals (see interruptions); nothing_to_resume: its last turn finished",
     413: "request_too_large: the body is over the server's limit",
     415: "unsupported_media_type: the body is not JSON (a JSON body is taken whatever its Content-Type says)",
     422: "invalid_request: the body is not JSON of the expected shape, or its text is not valid UTF-8 (bytes that "
     "are not, or a lone surrogate escape like \\ud800)",
     500: "run_failed: the turn failed (max steps, model error...); internal_error: the server failed",
-    503: "store_unavailable: the thread store cannot be reached",
+    503: "store_unavailable: the thread store cannot be reached; auth_unavailable: the identity provider's signing "
+    "keys cannot be fetched",
 }
 
 
@@ -90,7 +93,7 @@ def _chat_links(approve: str | None = None) -> dict[str, Any]:
 
 def route_docs(*statuses: int, protected: bool, result: str | None = None, sse: bool = False) -> dict[str, Any]:
     """The keyword arguments of a chat route: tags, the documented bearer scheme, its responses with their links."""
-    responses = _error_docs(*statuses, protected=protected, sse=sse)
+    responses = _error_docs(*sorted({*statuses, 404}), protected=protected, sse=sse)  # 404: not the caller's chat
     ok: dict[str, Any] = dict(_SSE_DOC[200]) if sse else {}
     ok["links"] = _chat_links(None if result is None else f"$response.body#{result}/interruptions/0/call_id")
     responses[200] = ok

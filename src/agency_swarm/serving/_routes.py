@@ -5,13 +5,14 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated, Any
 
-from fastapi import Body, FastAPI, Header, Path, Query, Response
+from fastapi import Body, FastAPI, Header, Path, Query, Request, Response
 
 from .._agency._agency import Agency
 from .._base._errors import ConfigError
 from .._threads._manager import check_chat_id
 from .._threads._store import ThreadStore
 from .._threads._thread_items import without_call_marks
+from ._auth._context import turn_options
 from ._bodies import (
     ErrorResponse,
     HealthResponse,
@@ -132,12 +133,15 @@ def _add_message_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, p
         "/chats/{chat_id}/messages", response_model=RunResultResponse, operation_id="post_message",
         **route_docs(*turn, protected=protected, result=""),
     )
-    async def post_message(chat_id: ChatId, request: MessageRequest, idempotency_key: IdempotencyKey = None) -> Any:
+    async def post_message(
+        chat_id: ChatId, request: MessageRequest, http: Request, idempotency_key: IdempotencyKey = None
+    ) -> Any:
         """Run one turn and return its result once it is complete (a retry with its Idempotency-Key: the same turn)."""
         try:
             recipient = _entry_point(agency, request.recipient_agent)
             result = await agency.get_response(
-                request.message, recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key)
+                request.message, recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key),
+                **turn_options(http, chat_id, request),
             )
             return model_response(result_response(result))
         except Exception as exc:
@@ -148,14 +152,16 @@ def _add_message_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, p
         **route_docs(*turn, protected=protected, sse=True),
     )
     async def stream_message(
-        chat_id: ChatId, request: MessageRequest, raw: RawEvents = False, idempotency_key: IdempotencyKey = None
+        chat_id: ChatId, request: MessageRequest, http: Request, raw: RawEvents = False,
+        idempotency_key: IdempotencyKey = None,
     ) -> Response:
         """Run one turn, streaming every event of every agent as it happens; the turn runs to its end whether the
         client reads, lags or leaves (a client that takes nothing for the write timeout is dropped)."""
         try:
             recipient = _entry_point(agency, request.recipient_agent)
             stream = agency.get_response_stream(
-                request.message, recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key)
+                request.message, recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key),
+                **turn_options(http, chat_id, request),
             )
             return await event_stream(stream, chat_id, streams, raw=raw)
         except Exception as exc:
@@ -169,11 +175,15 @@ def _add_resume_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, pr
         "/chats/{chat_id}/resume", response_model=RunResultResponse, operation_id="resume",
         **route_docs(*turn, protected=protected, result=""),
     )
-    async def resume(chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None) -> Any:
+    async def resume(
+        chat_id: ChatId, http: Request, request: Annotated[ResumeRequest | None, Body()] = None
+    ) -> Any:
         """Continue the chat's unfinished turn: after a pause for approvals, or after a worker died mid-turn."""
         decisions = request or ResumeRequest()
         try:
-            result = await agency.resume(chat_id, approve=decisions.approve, reject=decisions.reject)
+            result = await agency.resume(
+                chat_id, approve=decisions.approve, reject=decisions.reject, **turn_options(http, chat_id, request)
+            )
             return model_response(result_response(result))
         except Exception as exc:
             return failure_response(exc, chat_id)
@@ -183,12 +193,15 @@ def _add_resume_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, pr
         **route_docs(*turn, protected=protected, sse=True),
     )
     async def resume_stream(
-        chat_id: ChatId, request: Annotated[ResumeRequest | None, Body()] = None, raw: RawEvents = False
+        chat_id: ChatId, http: Request, request: Annotated[ResumeRequest | None, Body()] = None,
+        raw: RawEvents = False,
     ) -> Response:
         """`resume` as Server-Sent Events, like messages:stream."""
         decisions = request or ResumeRequest()
         try:
-            stream = agency.resume_stream(chat_id, approve=decisions.approve, reject=decisions.reject)
+            stream = agency.resume_stream(
+                chat_id, approve=decisions.approve, reject=decisions.reject, **turn_options(http, chat_id, request)
+            )
             return await event_stream(stream, chat_id, streams, raw=raw)
         except Exception as exc:
             return failure_response(exc, chat_id)

@@ -6,7 +6,7 @@ import gc
 import importlib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path as FilePath
 from typing import Any
 
@@ -18,6 +18,7 @@ from .._base._redact import secret_free_logger
 from .._threads._sql_store import POSTGRES_SCHEMES, SQLITE_SCHEMES, redact_url
 from .._threads._store import MemoryThreadStore, ThreadStore
 from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, seconds
+from ._auth._serve_options import ENV_AUTH, AuthOptions, check_exposure, import_schema
 from ._sse import SSE_WRITE_TIMEOUT_SECONDS
 
 logger = secret_free_logger("agency_swarm.serving")
@@ -34,9 +35,12 @@ ENV_DURABLE_QUEUE = "AGENCY_SWARM_SERVE_DURABLE_QUEUE"
 ENV_STREAM_WRITE_TIMEOUT = "AGENCY_SWARM_SERVE_STREAM_WRITE_TIMEOUT"
 ENV_A2A = "AGENCY_SWARM_SERVE_A2A"
 ENV_AG_UI = "AGENCY_SWARM_SERVE_AG_UI"
+ENV_CONTEXT_SCHEMA = "AGENCY_SWARM_SERVE_CONTEXT_SCHEMA"
+ENV_ADDITIONAL_INSTRUCTIONS = "AGENCY_SWARM_SERVE_ADDITIONAL_INSTRUCTIONS"
 _ENV_NAMES = (
     ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE,
-    ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT, ENV_A2A, ENV_AG_UI,
+    ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT, ENV_A2A, ENV_AG_UI, ENV_AUTH, ENV_CONTEXT_SCHEMA,
+    ENV_ADDITIONAL_INSTRUCTIONS,
 )
 _FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
@@ -70,6 +74,12 @@ class ServeSettings:
     """Also serve the agency as an A2A agent (`create_app(a2a=True)`)."""
     ag_ui: bool = False
     """Also serve `POST /ag-ui` for AG-UI clients (`create_app(ag_ui=True)`, the [ag-ui] extra)."""
+    auth: AuthOptions = field(default_factory=AuthOptions)
+    """Principals: static tokens per principal, JWTs (secret or JWKS), admins; `--insecure` (`create_app(auth=)`)."""
+    context_schema: str | None = None
+    """`module:Model`, the pydantic model a request's `context` must match (`create_app(context_schema=)`)."""
+    allow_additional_instructions: bool = False
+    """Requests may add to the entry agent's instructions (a prompt-injection surface)."""
 
     def check(self) -> None:
         if (self.config is None) == (self.factory is None):
@@ -98,6 +108,17 @@ class ServeSettings:
         seconds("--stream-write-timeout", self.stream_write_timeout)
         if self.durable_queue is not None and not self.durable:
             raise ConfigError("--durable-queue names the queue of durable mode: add --durable.")
+        self._check_access()
+
+    def _check_access(self) -> None:
+        if self.auth_token_env is not None and self.auth.configured:
+            raise ConfigError(
+                "--auth-token-env is the one-token form: with --auth-tokens-env or the JWT flags, put that token in "
+                "--auth-tokens-env under a principal's name."
+            )
+        self.auth.settings()  # the variables it names are set and hold what they must
+        if self.context_schema is not None:
+            import_schema(self.context_schema)
 
     def durable_options(self) -> dict[str, Any] | bool:
         """`create_app`'s `durable`: False, True, or the queue's name."""
@@ -120,8 +141,13 @@ class ServeSettings:
             env[ENV_CONFIG] = str(FilePath(self.config).resolve())
         if self.factory is not None:
             env[ENV_FACTORY] = self.factory
-        optional = {ENV_AUTH_TOKEN_ENV: self.auth_token_env, ENV_MODELS: self.models, ENV_TOOLKITS: self.toolkits}
+        optional = {
+            ENV_AUTH_TOKEN_ENV: self.auth_token_env, ENV_MODELS: self.models, ENV_TOOLKITS: self.toolkits,
+            ENV_CONTEXT_SCHEMA: self.context_schema,
+            ENV_ADDITIONAL_INSTRUCTIONS: "1" if self.allow_additional_instructions else None,
+        }
         env.update({name: value for name, value in optional.items() if value is not None})
+        env.update(self.auth.to_env())
         return env
 
     @classmethod
@@ -138,6 +164,8 @@ class ServeSettings:
             toolkits=env.get(ENV_TOOLKITS), durable=env.get(ENV_DURABLE) == "1", a2a=env.get(ENV_A2A) == "1",
             durable_queue=env.get(ENV_DURABLE_QUEUE), ag_ui=env.get(ENV_AG_UI) == "1",
             stream_write_timeout=_float_env(env, ENV_STREAM_WRITE_TIMEOUT, SSE_WRITE_TIMEOUT_SECONDS),
+            auth=AuthOptions.from_env(env), context_schema=env.get(ENV_CONTEXT_SCHEMA),
+            allow_additional_instructions=env.get(ENV_ADDITIONAL_INSTRUCTIONS) == "1",
         )
 
     def agency_factory(self) -> AgencyFactory:
@@ -216,6 +244,9 @@ def app_from_env() -> FastAPI:
         settings.agency_factory(), store=settings.thread_store(), auth_token=settings.auth_token(),
         max_body_bytes=settings.max_body_bytes, durable=settings.durable_options(),
         stream_write_timeout=settings.stream_write_timeout, a2a=settings.a2a, ag_ui=settings.ag_ui,
+        auth=settings.auth.settings(),
+        context_schema=None if settings.context_schema is None else import_schema(settings.context_schema),
+        allow_additional_instructions=settings.allow_additional_instructions,
     )
     # Everything built so far (modules, openai's thousand pydantic schemas, the agency) lives as long as the
     # process: out of the collector's sight, a full collection takes a few ms instead of ~150 ms (see
@@ -269,6 +300,8 @@ def serve(
         raise ConfigError(f"--workers must be an int >= 1, got {workers!r}.")
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ConfigError(f"--port must be between 0 and 65535, got {port!r}.")
+    authenticated = settings.auth_token_env is not None or settings.auth.configured
+    check_exposure(host, authenticated=authenticated, insecure=settings.auth.insecure)
     if workers > 1:
         _check_shared_store(settings, workers)
     agency = settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, not in every worker
