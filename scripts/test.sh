@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: creates .venv, installs dev extras, lints, type-checks, tests.
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
+make_venv .venv "$PYTHON" dev
 echo "== ruff" && .venv/bin/ruff check src tests examples benchmarks
 echo "== mypy (strict, src/)" && .venv/bin/mypy
 echo "== benchmark smoke (numbers: see benchmarks/)" && .venv/bin/python benchmarks/w5_file_store.py --turns 30

@@ -1,4 +1,4 @@
-"""scripts/: what test.sh does to the machine beyond .venv (Chromium through apt-get as root) is said, and skippable."""
+"""scripts/: what they install (the demo: the package alone), and what test.sh does beyond .venv, says and skips."""
 
 from __future__ import annotations
 
@@ -63,3 +63,51 @@ def test_readme_mentions_the_chromium_install_next_to_the_test_command() -> None
     command = readme.index("bash scripts/test.sh")
     assert "AGENCY_SWARM_SKIP_CHROMIUM=1" in readme[command:command + 1500]
     assert os.path.exists(ROOT / "scripts" / "_chromium.sh")
+
+
+# -- what the scripts install, and where they say what they skip ---------------------------------------------------
+
+FAKE_PYTHON = """#!/bin/bash
+# A stand-in interpreter: `-m venv DIR` makes DIR/bin/python (this script); anything else is logged, and succeeds.
+if [ "$1 $2" = "-m venv" ]; then mkdir -p "$3/bin" && cp "$0" "$3/bin/python" && exit 0; fi
+if [ "$1" = "-c" ] && [[ "$2" == *version_info* ]]; then echo "${FAKE_VERSION:-3.11}"; exit 0; fi
+echo "$(basename "$(dirname "$(dirname "$0")")") $*" >> "$CALLS"
+"""
+
+
+def scripts_copy(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """The scripts and pyproject.toml in a scratch directory, a stand-in `python3`, and the environment to run them."""
+    project = tmp_path / "project"
+    (project / "scripts").mkdir(parents=True)
+    for script in (ROOT / "scripts").iterdir():
+        (project / "scripts" / script.name).write_text(script.read_text())
+    (project / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    fake = tmp_path / "bin" / "python3"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    calls = tmp_path / "calls"
+    env = {"PATH": f"{fake.parent}:/usr/bin:/bin", "PYTHON": str(fake), "CALLS": str(calls), "HOME": str(tmp_path),
+           "PYENV_ROOT": str(tmp_path / "no-pyenv")}
+    return project, calls, env
+
+
+def bash(project: Path, script: str, env: dict[str, str]) -> str:
+    done = subprocess.run(["/bin/bash", "-c", script], cwd=project, capture_output=True, text=True, timeout=30,
+                          check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_demo_installs_the_package_alone_and_the_tests_the_dev_extras(tmp_path: Path) -> None:
+    project, calls, env = scripts_copy(tmp_path)
+    bash(project, "bash scripts/demo.sh --message hi", env)
+    installs = [line for line in calls.read_text().splitlines() if "pip install --quiet -e" in line]
+    assert installs == [".venv -m pip install --quiet -e ."]  # the package alone: no [dev], no linters or checkers
+    assert calls.read_text().splitlines()[-1] == ".venv -m agency_swarm demo --message hi"
+    calls.unlink()
+    bash(project, 'source scripts/_venv.sh && make_venv .venv "$PYTHON" dev', env)
+    assert ".venv -m pip install --quiet -e .[dev]" in calls.read_text().splitlines()
+    calls.unlink()
+    bash(project, "bash scripts/demo.sh", env)  # the dev extras hold the package: nothing installed again
+    assert calls.read_text().splitlines() == [".venv -m agency_swarm demo"]
