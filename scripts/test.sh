@@ -6,4 +6,5 @@ echo "== ruff" && .venv/bin/ruff check src tests examples benchmarks
 echo "== mypy (strict, src/)" && .venv/bin/mypy
 echo "== benchmark smoke (numbers: see benchmarks/)" && .venv/bin/python benchmarks/w5_file_store.py --turns 30
 source scripts/_chromium.sh  # as root without Chromium: apt-get installs it (AGENCY_SWARM_SKIP_CHROMIUM=1 skips)
+source scripts/_postgres.sh  # says which PostgreSQL the tests use, and what happens without it
 echo "== pytest" && .venv/bin/python -m pytest --cov --cov-report=term-missing:skip-covered "$@"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,20 @@ def test_the_demo_installs_the_package_alone_and_the_tests_the_dev_extras(tmp_pa
     calls.unlink()
     bash(project, "bash scripts/demo.sh", env)  # the dev extras hold the package: nothing installed again
     assert calls.read_text().splitlines() == [".venv -m agency_swarm demo"]
+
+
+def test_the_test_command_says_which_postgresql_it_uses_and_what_happens_without_it() -> None:
+    script = (ROOT / "scripts" / "test.sh").read_text()
+    assert script.index("source scripts/_postgres.sh") < script.index("-m pytest")
+    unreachable = "postgresql://tests:secret@127.0.0.1:9/nowhere"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "postgres_support.py")], capture_output=True, text=True, timeout=60,
+        check=False, env={**os.environ, "AGENCY_SWARM_TEST_POSTGRES_URL": unreachable, "CI": ""},
+    )
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()
+    assert first == ("== PostgreSQL for the tests: postgresql://tests:***@127.0.0.1:9/nowhere "
+                     "(AGENCY_SWARM_TEST_POSTGRES_URL=postgresql://... points them at another)")
+    assert "unreachable (" in second
+    assert "its tests are SKIPPED; start the local one with `pg_ctlcluster" in second
+    assert "secret" not in done.stdout
