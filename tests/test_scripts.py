@@ -114,6 +114,37 @@ def test_the_demo_installs_the_package_alone_and_the_tests_the_dev_extras(tmp_pa
     assert calls.read_text().splitlines() == [".venv -m agency_swarm demo"]
 
 
+OTHER_PYTHONS = (
+    "source scripts/_venv.sh && source scripts/_other_pythons.sh && other_pythons_start && other_pythons_test"
+)
+
+
+def test_a_claimed_python_that_is_missing_is_said_and_skipped(tmp_path: Path) -> None:
+    project, calls, env = scripts_copy(tmp_path)
+    output = bash(project, OTHER_PYTHONS, env)
+    for version in ("3.12", "3.13"):
+        assert f"== CPython {version}: not found" in output
+        assert f"its fast tests are SKIPPED; install it (e.g. `pyenv install {version}`)" in output
+    assert not calls.exists()
+
+
+def test_a_claimed_python_that_is_there_runs_the_fast_tests_in_its_own_venv(tmp_path: Path) -> None:
+    project, calls, env = scripts_copy(tmp_path)
+    pyenv_python = tmp_path / "no-pyenv" / "versions" / "3.13.0" / "bin" / "python3.13"
+    pyenv_python.parent.mkdir(parents=True)
+    pyenv_python.write_text(FAKE_PYTHON)
+    pyenv_python.chmod(0o755)
+    output = bash(project, OTHER_PYTHONS, {**env, "FAKE_VERSION": "3.13"})
+    assert "== CPython 3.12: not found" in output  # the stand-in says 3.13 whatever its name: not taken for 3.12
+    assert f"== CPython 3.13 ({pyenv_python}): .venv-3.13 installs in the background" in output
+    assert "== pytest, fast tests on CPython 3.13 (.venv-3.13)" in output
+    lines = calls.read_text().splitlines()
+    assert ".venv-3.13 -m pip install --quiet -e .[dev]" in lines
+    [run] = [line for line in lines if "-m pytest" in line]
+    assert run.startswith(".venv-3.13 -m pytest -q -p no:cacheprovider tests/test_python_versions.py ")
+    assert "tests/test_lent_history.py" in run
+
+
 def test_the_test_command_says_which_postgresql_it_uses_and_what_happens_without_it() -> None:
     script = (ROOT / "scripts" / "test.sh").read_text()
     assert script.index("source scripts/_postgres.sh") < script.index("-m pytest")
@@ -129,3 +160,17 @@ def test_the_test_command_says_which_postgresql_it_uses_and_what_happens_without
     assert "unreachable (" in second
     assert "its tests are SKIPPED; start the local one with `pg_ctlcluster" in second
     assert "secret" not in done.stdout
+
+
+def test_the_pythons_pyproject_claims_are_the_ones_the_tests_run_on() -> None:
+    import re
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    claimed = {c.rsplit(" :: ", 1)[1] for c in project["classifiers"] if re.fullmatch(r".*:: Python :: 3\.\d+", c)}
+    others = re.search(r"^OTHER_PYTHONS=\((.*)\)$", (ROOT / "scripts" / "_other_pythons.sh").read_text(), re.M)
+    assert others is not None
+    ci_python = re.search(r"^PYTHON=\"\$\{PYTHON:-python3\}\"$", (ROOT / "scripts" / "_venv.sh").read_text(), re.M)
+    assert ci_python is not None  # the whole suite runs on the machine's python3 (3.11 here, the floor)
+    assert project["requires-python"] == ">=3.11"
+    assert claimed == {"3.11", *others[1].split()}
