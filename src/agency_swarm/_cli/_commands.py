@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .._base._errors import AgencySwarmError, ConfigError, ModelAuthenticationError
+from .._base._extras import MissingExtra
 from .._config._python_object import load_python_object
 from ._demo import DEFAULT_MESSAGE
 
@@ -305,16 +306,16 @@ def serve_command(
     durable_queue: DurableQueueOption = None,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
-    from ..serving._serve import ServeSettings, serve
-
-    settings = ServeSettings(
-        config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
-        max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable, durable_queue=durable_queue,
-        stream_write_timeout=stream_write_timeout,
-    )
     try:
+        from ..serving._serve import ServeSettings, serve
+
+        settings = ServeSettings(
+            config=None if config is None else str(config), factory=factory, store=store,
+            auth_token_env=auth_token_env, max_body_bytes=max_body_bytes, models=models, toolkits=toolkits,
+            durable=durable, durable_queue=durable_queue, stream_write_timeout=stream_write_timeout,
+        )
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)
-    except AgencySwarmError as error:
+    except (AgencySwarmError, MissingExtra) as error:
         fail(str(error))
 
 

@@ -17,10 +17,14 @@ Endpoints (all JSON unless said; every error is `{"error": {"type", "message", .
 `GET /healthz`, `GET /openapi.json`. docs/design/serving.md says why it works the way it does.
 """
 
-from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store
-from ._bodies import ErrorResponse, MessageRequest, ResumeRequest, RunResultResponse, ThreadsResponse
-from ._health import StoreHealth
-from ._serve import ServeSettings, app_from_env, serve
+from .._base._extras import require_extra
+
+require_extra("serve", "fastapi", needed_by="agency_swarm.serving")  # said before the modules that import it
+
+from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store  # noqa: E402
+from ._bodies import ErrorResponse, MessageRequest, ResumeRequest, RunResultResponse, ThreadsResponse  # noqa: E402
+from ._health import StoreHealth  # noqa: E402
+from ._serve import ServeSettings, app_from_env, serve  # noqa: E402
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

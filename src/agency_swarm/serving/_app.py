@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._agency._agency import Agency
 from .._base._errors import ConfigError
+from .._base._extras import MissingExtra
 from .._threads._sql_store import SQLThreadStore
 from .._threads._store import MemoryThreadStore, ThreadStore
 from ._bodies import error_response
@@ -145,10 +146,8 @@ def _durable_turns(agency: Agency, store: ThreadStore | str, durable: bool | Map
         options["database_url"] = store
     try:
         from ..durable import DurableTurns
-    except ImportError as missing:
-        raise ConfigError(
-            "Durable mode needs DBOS: pip install 'agency-swarm-sdk[durable]'."
-        ) from missing
+    except MissingExtra as missing:
+        raise ConfigError(str(missing)) from missing
     return DurableTurns(agency, **options)
 
 

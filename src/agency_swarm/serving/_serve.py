@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from .._agency._agency import Agency
 from .._base._errors import ConfigError
+from .._base._extras import MissingExtra, require_extra
 from .._base._redact import secret_free_logger
 from .._threads._sql_store import POSTGRES_SCHEMES, SQLITE_SCHEMES, redact_url
 from .._threads._store import MemoryThreadStore, ThreadStore
@@ -254,6 +255,7 @@ def serve(
 ) -> None:
     """Run the app with uvicorn until interrupted; `workers` processes share the store (PostgreSQL for > 1): --store,
     else the store the agency file names, else memory."""
+    require_extra("serve", "uvicorn", needed_by="agency-swarm serve")
     settings.check()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"--workers must be an int >= 1, got {workers!r}.")
@@ -285,8 +287,8 @@ def _check_durable(settings: ServeSettings, agency: Agency) -> None:
         raise ConfigError("--durable keeps its queue in PostgreSQL: give --store postgresql://user@host:5432/db.")
     try:
         from ..durable._queues import AgencyIdentity, checked_queue_name
-    except ImportError as missing:
-        raise ConfigError("Durable mode needs DBOS: pip install 'agency-swarm-sdk[durable]'.") from missing
+    except MissingExtra as missing:
+        raise ConfigError(str(missing)) from missing
     identity = AgencyIdentity(agency)
     named = settings.durable_queue
     queue = identity.default_queue() if named is None else checked_queue_name(named)
