@@ -276,7 +276,8 @@ def serve_command(
     factory: Annotated[
         str | None,
         typer.Option(
-            "--factory", help="module:function that builds the agency on the store it is given, instead of a file.",
+            "--factory", help="FILE.py:function or module:function (a module in the current directory, or on "
+            "PYTHONPATH) that builds the agency on the store it is given, instead of a file.",
             show_default=False,
         ),
     ] = None,

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import gc
-import importlib
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path as FilePath
 from typing import Any
@@ -37,7 +35,6 @@ _ENV_NAMES = (
     ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE,
     ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT,
 )
-_FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
 @dataclass(kw_only=True)
@@ -47,7 +44,8 @@ class ServeSettings:
     config: str | None = None
     """An agency file (YAML/JSON) for `Agency.from_config`."""
     factory: str | None = None
-    """Or `module:function`, a function store -> Agency importable in the workers."""
+    """Or `module:function` or `FILE.py:function`, a function store -> Agency (a module is looked for in the current
+    directory first, as `--models` and `--toolkits` do)."""
     store: str | None = None
     """A store URL (postgresql://..., sqlite:///...) or `memory`; None: the agency file's `store:` (memory when it has
     none, and with `factory`)."""
@@ -68,7 +66,10 @@ class ServeSettings:
 
     def check(self) -> None:
         if (self.config is None) == (self.factory is None):
-            raise ConfigError("Serve either an agency file (agency.yaml) or --factory module:function, not both.")
+            raise ConfigError(
+                "Serve either an agency file (agency.yaml) or --factory module:function (or FILE.py:function), not "
+                "both."
+            )
         if self.factory is not None and (self.models is not None or self.toolkits is not None):
             raise ConfigError("--models and --toolkits go with an agency file; a --factory builds its own agents.")
         scheme = (self.store or "memory").partition("://")[0].lower()
@@ -79,8 +80,6 @@ class ServeSettings:
                 f"--store {redact_url(self.store)!r} is not a store: use postgresql://user@host:5432/db, "
                 "sqlite:///chats.db or memory."
             )
-        if self.factory is not None and not _FACTORY_PATH.fullmatch(self.factory):
-            raise ConfigError(f"--factory {self.factory!r} must look like 'package.module:function'.")
         if self.config is not None and not FilePath(self.config).is_file():
             raise ConfigError(f"Agency file {self.config!r} does not exist (or is not a file).")
         if self.auth_token_env is not None and not os.environ.get(self.auth_token_env, "").strip():
@@ -110,7 +109,7 @@ class ServeSettings:
         if self.config is not None:
             env[ENV_CONFIG] = str(FilePath(self.config).resolve())
         if self.factory is not None:
-            env[ENV_FACTORY] = self.factory
+            env[ENV_FACTORY] = _absolute_file(self.factory)
         optional = {ENV_AUTH_TOKEN_ENV: self.auth_token_env, ENV_MODELS: self.models, ENV_TOOLKITS: self.toolkits}
         env.update({name: value for name, value in optional.items() if value is not None})
         return env
@@ -183,16 +182,18 @@ def _float_env(env: dict[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name} must be a number of seconds, got {value!r}.") from None
 
 
+def _absolute_file(target: str) -> str:
+    """`FILE.py:NAME` with FILE made absolute (worker processes import it too), anything else as it is."""
+    location, _, name = target.rpartition(":")
+    if location.endswith(".py") or os.sep in location:
+        return f"{FilePath(location).resolve()}:{name}"
+    return target
+
+
 def _import_factory(path: str) -> AgencyFactory:
-    module_name, _, attribute = path.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"--factory {path!r}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from exc
-    for part in attribute.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise ConfigError(f"--factory {path!r}: module {module_name!r} has no {attribute!r}.")
+    from .._config._python_object import python_object  # the FILE.py:NAME and module:NAME rules of --models
+
+    target = python_object("--factory", path)
     if not callable(target):
         raise ConfigError(f"--factory {path!r} is not a function store -> Agency.")
     factory: AgencyFactory = target
