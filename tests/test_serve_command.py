@@ -3,13 +3,15 @@ a store it cannot reach refused at start in one line, and its --help page."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
 from postgres_support import require_postgres
-from serving_support import chat_prefix, delete_chats, start_serve
+from serving_support import chat_prefix, delete_chats, free_port, start_serve
 
 MYAPP = """\
 from agency_swarm import Agency, Agent
@@ -51,3 +53,37 @@ def test_every_worker_process_imports_the_factory_from_the_current_directory(tmp
     finally:
         server.stop()
         delete_chats(prefix)
+
+
+def serve_until_exit(arguments: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).with_name("agency-swarm")), "serve", *arguments, "--port", str(free_port())]
+    try:
+        return subprocess.run(command, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120,
+                              check=False)
+    except subprocess.TimeoutExpired as expired:
+        pytest.fail(f"`serve` still ran after 120 s (it started on a store it cannot reach):\n{expired.stderr!r}")
+
+
+@pytest.mark.parametrize(
+    ("store", "shown", "kind"),
+    [
+        ("postgresql://app:not-this-password@no-such-host.invalid:5432/app",
+         "postgresql://app:***@no-such-host.invalid:5432/app", "gaierror"),
+        ("postgresql://postgres@127.0.0.1:{closed}/test", "postgresql://postgres@127.0.0.1:{closed}/test",
+         "ConnectionRefusedError"),
+        ("sqlite:///missing/directory/chats.db", "sqlite:///missing/directory/chats.db", "FileNotFoundError"),
+    ],
+)
+def test_plain_serve_refuses_a_store_it_cannot_reach_at_start_in_one_line(
+    tmp_path: Path, store: str, shown: str, kind: str
+) -> None:
+    closed = free_port()  # nobody listens there
+    (tmp_path / "myapp.py").write_text(MYAPP)
+    done = serve_until_exit(["--factory", "myapp:build_agency", "--store", store.format(closed=closed)], tmp_path)
+    assert done.returncode == 3, done.stderr  # as a worker that fails to start: a process manager tries again
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"Error: The store {shown.format(closed=closed)} (--store) cannot be used: The thread store "
+                           f"is unavailable ({kind}). Check that it is running")
+    assert "not-this-password" not in done.stderr
+    assert "startup complete" not in done.stdout + done.stderr
+    assert not (tmp_path / "missing").exists()

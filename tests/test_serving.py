@@ -568,16 +568,16 @@ def test_serve_settings_are_checked_before_any_worker_starts(
         ServeSettings().check()
     with pytest.raises(ConfigError, match="either an agency file"):
         ServeSettings(config="a.yaml", factory="m:f").check()
-    with pytest.raises(ConfigError, match=r"must look like 'package\.module:function'"):
+    with pytest.raises(ConfigError, match=r"write module:function or FILE\.py:function"):
         ServeSettings(factory="not a path").check()
     with pytest.raises(ConfigError, match="does not exist"):
         ServeSettings(config=str(tmp_path / "missing.yaml")).check()
     monkeypatch.delenv("SERVE_TEST_TOKEN", raising=False)
     with pytest.raises(ConfigError, match="'SERVE_TEST_TOKEN', but that environment variable is empty or unset"):
         ServeSettings(factory="serving_app:build_agency", auth_token_env="SERVE_TEST_TOKEN").check()
-    with pytest.raises(ConfigError, match="cannot import 'no_such_module'"):
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_module'"):
         ServeSettings(factory="no_such_module:build").agency_factory()
-    with pytest.raises(ConfigError, match="has no 'missing'"):
+    with pytest.raises(ConfigError, match="has no attribute 'missing'"):
         ServeSettings(factory="serving_app:missing").agency_factory()
     with pytest.raises(ConfigError, match="is not a function"):
         ServeSettings(factory="serving_app:HOLD").agency_factory()
@@ -810,7 +810,7 @@ def text_ends(item: dict[str, Any], suffix: str) -> bool:
         (["serve", "--factory", "serving_app:nothing"], "'serving_app:nothing': serving_app has no attribute"),
         (["serve", "--factory", "nowhere:build"], "cannot import module 'nowhere'"),
         (["serve", "--factory", "nowhere.py:build"], "--factory: the file nowhere.py does not exist"),
-        (["serve", "--factory", "serving_app"], "write FILE.py:NAME or package.module:NAME"),
+        (["serve", "--factory", "serving_app"], "write module:function or FILE.py:function"),
         (["serve", "--factory", "serving_app:build_agency", "--models", "m:f"], "--models and --toolkits go with"),
         (["serve", "missing.yaml"], "Agency file 'missing.yaml' does not exist"),
         (["serve", "--factory", "serving_app:build_agency", "--auth-token-env", "SERVE_TEST_UNSET"],

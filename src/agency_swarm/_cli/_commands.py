@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .._base._errors import AgencySwarmError, ConfigError, ModelAuthenticationError
+from .._base._errors import AgencySwarmError, ConfigError, ModelAuthenticationError, StoreError
 from .._base._extras import MissingExtra
 from .._config._python_object import load_python_object
 from ._demo import DEFAULT_MESSAGE
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 USAGE_ERROR = 2
 """Exit code for bad input (missing file, invalid config, unknown agent): nothing ran."""
+STARTUP_FAILURE = 3
+"""`serve`'s exit code when the server cannot start (its store unreachable, a worker failing), as uvicorn's."""
 
 app = typer.Typer(
     name="agency-swarm",
@@ -316,6 +318,8 @@ def serve_command(
             durable=durable, durable_queue=durable_queue, stream_write_timeout=stream_write_timeout,
         )
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)
+    except StoreError as error:  # the store cannot be reached: as a worker that fails to start (a manager retries)
+        fail(str(error), code=STARTUP_FAILURE)
     except (AgencySwarmError, MissingExtra) as error:
         fail(str(error))
 

@@ -71,6 +71,6 @@ def _import_module(option: str, location: str) -> Any:
         return importlib.import_module(location)
     except ImportError as error:
         raise ConfigError(
-            f"{option}: cannot import module {location!r} ({error}); it is looked for in the current directory "
-            f"({here}) and on PYTHONPATH, or name a file: path/to/file.py:NAME."
+            f"{option}: cannot import module {location!r} ({error}); it is looked for in the current directory and "
+            "on PYTHONPATH, or name a file: path/to/file.py:NAME."
         ) from error

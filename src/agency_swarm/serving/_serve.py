@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import os
 from dataclasses import dataclass
@@ -11,12 +13,13 @@ from typing import Any
 from fastapi import FastAPI
 
 from .._agency._agency import Agency
-from .._base._errors import ConfigError
+from .._base._errors import ConfigError, StoreError
 from .._base._extras import MissingExtra, require_extra
 from .._base._redact import secret_free_logger
 from .._threads._sql_store import POSTGRES_SCHEMES, SQLITE_SCHEMES, redact_url
 from .._threads._store import MemoryThreadStore, ThreadStore
-from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, seconds
+from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store, seconds
+from ._health import StoreHealth
 from ._sse import SSE_WRITE_TIMEOUT_SECONDS
 
 logger = secret_free_logger("agency_swarm.serving")
@@ -80,6 +83,8 @@ class ServeSettings:
                 f"--store {redact_url(self.store)!r} is not a store: use postgresql://user@host:5432/db, "
                 "sqlite:///chats.db or memory."
             )
+        if self.factory is not None and not _looks_like_a_factory(self.factory):
+            raise ConfigError(f"--factory {self.factory!r}: write module:function or FILE.py:function.")
         if self.config is not None and not FilePath(self.config).is_file():
             raise ConfigError(f"Agency file {self.config!r} does not exist (or is not a file).")
         if self.auth_token_env is not None and not os.environ.get(self.auth_token_env, "").strip():
@@ -182,6 +187,11 @@ def _float_env(env: dict[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name} must be a number of seconds, got {value!r}.") from None
 
 
+def _looks_like_a_factory(target: str) -> bool:
+    location, _, name = target.rpartition(":")
+    return bool(location.strip()) and all(part.isidentifier() for part in name.split("."))
+
+
 def _absolute_file(target: str) -> str:
     """`FILE.py:NAME` with FILE made absolute (worker processes import it too), anything else as it is."""
     location, _, name = target.rpartition(":")
@@ -267,6 +277,7 @@ def serve(
     agency = settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, not in every worker
     if settings.durable:
         _check_durable(settings, agency)
+    _check_store(settings)
     for name in _ENV_NAMES:  # a setting left from an earlier serve in this process (or the shell) is not ours
         os.environ.pop(name, None)
     os.environ.update(settings.to_env())  # worker processes inherit it
@@ -278,6 +289,36 @@ def serve(
     from ._nodelay import NoDelayHTTP
 
     _run_uvicorn(workers, host=host, port=port, log_level=log_level, access_log=access_log, http=NoDelayHTTP)
+
+
+STORE_CHECK_TIMEOUT_SECONDS = 15.0
+"""How long `serve` waits for the store to answer its check at start (a host that drops packets never refuses)."""
+
+
+def _check_store(settings: ServeSettings) -> None:
+    """The workers' store reads and takes a write (the /healthz check), once, before any worker starts: a store that
+    cannot be reached (a database host that does not exist, an SQLite file in a missing directory) is a StoreError
+    now, instead of a server that starts and fails every request."""
+    store = settings.thread_store()
+    if store == "memory":
+        return
+    opened = open_store(store) if isinstance(store, str) else store
+    problem = asyncio.run(_store_problem(opened))
+    if problem is not None:
+        raise StoreError(
+            f"The store {_describe_store(settings)} cannot be used: {problem} Check that it is running and "
+            "reachable from here (and, for SQLite, that its directory exists); no worker was started."
+        )
+
+
+async def _store_problem(store: ThreadStore) -> str | None:
+    try:
+        return await asyncio.wait_for(StoreHealth(store).probe(), STORE_CHECK_TIMEOUT_SECONDS)
+    except TimeoutError:
+        return f"it did not answer within {STORE_CHECK_TIMEOUT_SECONDS:g} s."
+    finally:
+        with contextlib.suppress(Exception):
+            await store.aclose()
 
 
 def _check_durable(settings: ServeSettings, agency: Agency) -> None:
