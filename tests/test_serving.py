@@ -310,12 +310,12 @@ async def test_bad_chat_ids_are_400_on_every_endpoint(client: httpx.AsyncClient,
 
 
 async def test_only_entry_points_may_be_addressed(client: httpx.AsyncClient) -> None:
-    for name in ("Nobody", "Developer"):  # Developer exists but only CEO may message it
-        for path in ("messages", "messages:stream"):
+    for name, problem in (("Nobody", "No such agent: 'Nobody'"), ("Developer", "'Developer' is not an entry point")):
+        for path in ("messages", "messages:stream"):  # Developer exists, but only CEO may message it
             response = await client.post(f"/chats/c/{path}", json={"message": "hi", "recipient_agent": name})
             message = error_of(response, 400, "bad_request")["message"]
-            assert f"recipient_agent {name!r} is not an entry point" in message
-            assert message.endswith("may address: CEO.")
+            assert message.startswith(f"recipient_agent: {problem}")
+            assert "the user may address: CEO" in message
     assert (await client.get("/chats/c/threads")).json()["threads"] == {}
 
 

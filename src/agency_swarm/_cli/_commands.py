@@ -193,7 +193,7 @@ def run_command(
     ] = None,
     agent: Annotated[
         str | None,
-        typer.Option("--agent", help="The entry agent to talk to (default: the config's first entry point).",
+        typer.Option("--agent", help="The entry point to talk to (default: the config's first entry point).",
                      show_default=False),
     ] = None,
     models: ModelsOption = None,
@@ -207,8 +207,10 @@ def run_command(
     except ConfigError as error:
         fail(str(error))
     agency = load_agency(config, threads_dir=threads_dir, models=models, toolkits=toolkits)
-    if agent is not None and agent not in agency.agents:
-        fail(f"--agent {agent!r} is not in this agency; its agents are: {', '.join(agency.agents)}.")
+    try:
+        agency.entry_point(agent)  # the chart's rule, as in Python and over HTTP
+    except ConfigError as error:
+        fail(f"--agent: {error}")
     raise typer.Exit(_chat(agency, message=message, chat_id=chat_id, agent=agent))
 
 

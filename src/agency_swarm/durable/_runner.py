@@ -247,8 +247,11 @@ class DurableTurns:
         chat_id = check_chat_id(chat_id)
         if not isinstance(message, str):
             raise ConfigError(f"message must be a str, got {type(message).__name__}.")
-        if recipient_agent is not None and recipient_agent not in {agent.name for agent in self.agency.entry_points}:
-            raise ConfigError(f"recipient_agent {recipient_agent!r} is not an entry point of this agency.")
+        if recipient_agent is not None:
+            try:
+                self.agency.entry_point(recipient_agent)  # the chart's rule: only its entry points are addressed
+            except ConfigError as error:
+                raise ConfigError(f"recipient_agent: {error}") from None
         request = {"chat_id": chat_id, "message": message, "recipient_agent": recipient_agent}
         return await self._enqueue(request, key, "")
 
