@@ -164,6 +164,21 @@ StreamWriteTimeoutOption = Annotated[
         help="Seconds an event stream's client may take nothing before it is dropped (the turn goes on).",
     ),
 ]
+FactoryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--factory", help="FILE.py:function or module:function (a module in the current directory, or on "
+        "PYTHONPATH) that builds the agency on the store it is given, instead of a file.",
+        show_default=False,
+    ),
+]
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store", help="Where chats live: postgresql://user@host:5432/db (needed for --workers > 1), "
+        "sqlite:///chats.db, or memory. Default: the agency file's store: (else memory).", show_default=False,
+    ),
+]
 ModelsOption = Annotated[
     str | None,
     typer.Option(
@@ -277,21 +292,8 @@ def serve_command(
     config: Annotated[
         Path | None, typer.Argument(help="The agency's YAML or JSON file (or --factory).", show_default=False)
     ] = None,
-    factory: Annotated[
-        str | None,
-        typer.Option(
-            "--factory", help="FILE.py:function or module:function (a module in the current directory, or on "
-            "PYTHONPATH) that builds the agency on the store it is given, instead of a file.",
-            show_default=False,
-        ),
-    ] = None,
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store", help="Where chats live: postgresql://user@host:5432/db (needed for --workers > 1), "
-            "sqlite:///chats.db, or memory. Default: the agency file's store: (else memory).", show_default=False,
-        ),
-    ] = None,
+    factory: FactoryOption = None,
+    store: StoreOption = None,
     workers: Annotated[int, typer.Option("--workers", help="Worker processes.")] = 1,
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
