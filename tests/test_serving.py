@@ -309,6 +309,19 @@ async def test_bad_chat_ids_are_400_on_every_endpoint(client: httpx.AsyncClient,
     error_of(await client.delete(f"/chats/{chat_id}"), 400, "invalid_chat_id")
 
 
+@pytest.mark.parametrize("chat_id", ["a%2Fb", "a%2fb", "a%5Cb", "%2F", "..%2F..%2Fetc"])
+async def test_an_encoded_slash_in_a_chat_id_is_the_400_of_a_bad_chat_id_not_a_404(
+    client: httpx.AsyncClient, chat_id: str
+) -> None:
+    """Decoded, `a%2Fb` splits the path into segments no route matches: still the documented 400 invalid_chat_id."""
+    for method, path in (("POST", "/messages"), ("POST", "/messages:stream"), ("GET", "/threads"),
+                         ("POST", "/resume"), ("POST", "/resume:stream"), ("DELETE", "")):
+        body = {"message": "hi"} if "messages" in path else None
+        response = await client.request(method, f"/chats/{chat_id}{path}", json=body)
+        assert "chat_id" in error_of(response, 400, "invalid_chat_id")["message"]
+    error_of(await client.get("/chats/c/no-such-route"), 404, "not_found")  # other unknown paths stay 404
+
+
 async def test_only_entry_points_may_be_addressed(client: httpx.AsyncClient) -> None:
     for name, problem in (("Nobody", "No such agent: 'Nobody'"), ("Developer", "'Developer' is not an entry point")):
         for path in ("messages", "messages:stream"):  # Developer exists, but only CEO may message it
