@@ -436,6 +436,10 @@ async def test_a_paused_chat_is_409_until_resumed_with_decisions() -> None:
         for path in ("messages", "messages:stream"):
             blocked = error_of(await client.post(f"/chats/c/{path}", json={"message": "more"}), 409, "chat_paused")
             assert blocked["interruptions"] == [waiting]
+            assert blocked["message"] == (  # the HTTP way to go on, not the Python call
+                f"Chat 'c' is waiting for approval of {waiting['call_id']} (CEO.deploy); POST /chats/c/resume with "
+                '{"approve": [call ids], "reject": [call ids]} before sending a new message.'
+            )
         unknown = await client.post("/chats/c/resume", json={"approve": ["call_nope"]})
         assert "call_nope" in error_of(unknown, 400, "bad_request")["message"]
 
@@ -844,3 +848,19 @@ def test_serve_refuses_bad_settings_with_one_line(
     assert error.startswith("Error: ")
     assert problem in " ".join(error.split())
     assert "Traceback" not in error
+
+
+def test_a_durable_turn_refused_for_a_paused_chat_names_the_resume_route() -> None:
+    """In durable mode the worker stores the refusal's text; the HTTP answer tells it as HTTP does too."""
+    from agency_swarm import ChatPaused
+    from agency_swarm.durable import TurnFailed
+    from agency_swarm.serving._durable import failed_message
+
+    stored = TurnFailed(f"Chat 'a b' is waiting for approval of call_1 (CEO.deploy); {ChatPaused.RESUME_HINT}",
+                        "chat_paused", "ChatPaused")
+    assert failed_message(stored, "a b") == (
+        "Chat 'a b' is waiting for approval of call_1 (CEO.deploy); POST /chats/a%20b/resume with "
+        '{"approve": [call ids], "reject": [call ids]} before sending a new message.'
+    )
+    other = TurnFailed("Agent 'CEO' ran out of steps.", "run_failed", "MaxStepsExceeded")
+    assert failed_message(other, "a b") == "Agent 'CEO' ran out of steps."

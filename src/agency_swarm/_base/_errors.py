@@ -116,6 +116,9 @@ class ConfigFileError(ConfigError):
 class ChatPaused(ConfigError):
     """A new message reached a chat whose last turn waits for tool approvals; `resume` it first."""
 
+    RESUME_HINT = "call resume(chat_id, approve=[...], reject=[...]) before sending a new message."
+    """How the message ends; over HTTP it names `POST /chats/{id}/resume` instead."""
+
     def __init__(self, message: str, *, chat_id: str, interruptions: list[Any]) -> None:
         super().__init__(message)
         self.chat_id = chat_id
