@@ -87,3 +87,28 @@ def test_plain_serve_refuses_a_store_it_cannot_reach_at_start_in_one_line(
     assert "not-this-password" not in done.stderr
     assert "startup complete" not in done.stdout + done.stderr
     assert not (tmp_path / "missing").exists()
+
+
+def help_page(*arguments: str) -> str:
+    from typer.testing import CliRunner
+
+    from agency_swarm._cli._commands import app
+
+    done = CliRunner().invoke(app, [*arguments, "--help"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    assert done.exit_code == 0, done.output
+    return " ".join(done.output.replace("│", " ").split())  # the page's words, as wrapped at 80 columns
+
+
+def test_serve_help_at_80_columns_shows_the_extra_the_store_examples_and_flags_without_values() -> None:
+    page = help_page("serve")
+    assert "(needs the [durable] extra)" in page  # rich read `[durable]` as markup and dropped it
+    assert "postgresql://HOST/DB" in page  # whole, not cut with "…"
+    assert "sqlite:///chats.db" in page
+    assert "postgresql://user@ho…" not in page
+    assert "--durable Run turns as DBOS workflows" in page  # no `<bool>`: it takes no value
+    assert "--access-log --no-access-log Log every request." in page
+
+
+def test_version_reads_as_a_flag_in_the_help() -> None:
+    page = help_page()
+    assert "--version Print the installed version and exit." in page  # not `--version <bool>`

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from .._agency._agency import Agency
     from ._terminal import TerminalChat
 
+FLAG = ""
+"""The help's type column for an option that takes no value (typer would show `<bool>`, as if it took one)."""
 USAGE_ERROR = 2
 """Exit code for bad input (missing file, invalid config, unknown agent): nothing ran."""
 STARTUP_FAILURE = 3
@@ -65,7 +67,7 @@ def _overview(
     version: Annotated[
         bool,
         typer.Option("--version", help="Print the installed version and exit.", callback=_print_version,
-                     is_eager=True),
+                     is_eager=True, metavar=FLAG),
     ] = False,
 ) -> None:
     if context.invoked_subcommand is None:  # a short reminder, like git's, rather than the full help page
@@ -147,7 +149,8 @@ DurableOption = Annotated[
     bool,
     typer.Option(
         "--durable", help="Run turns as DBOS workflows in the PostgreSQL --store: any worker finishes a dead "
-        "worker's turns; Idempotency-Key, background turns, resumable streams (needs the [durable] extra).",
+        "worker's turns; Idempotency-Key, background turns, resumable streams (needs the \\[durable] extra).",
+        metavar=FLAG,
     ),
 ]
 DurableQueueOption = Annotated[
@@ -175,8 +178,9 @@ FactoryOption = Annotated[
 StoreOption = Annotated[
     str | None,
     typer.Option(
-        "--store", help="Where chats live: postgresql://user@host:5432/db (needed for --workers > 1), "
-        "sqlite:///chats.db, or memory. Default: the agency file's store: (else memory).", show_default=False,
+        "--store", help="Where chats live: a PostgreSQL URL, postgresql://HOST/DB (with user@ and :port as "
+        "needed; needed for --workers > 1), an SQLite one, sqlite:///chats.db, or memory. Default: the agency file's "
+        "store: (else memory).", show_default=False,
     ),
 ]
 ModelsOption = Annotated[
@@ -305,7 +309,9 @@ def serve_command(
         ),
     ] = None,
     max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", help="Larger requests get 413.")] = 1024 * 1024,
-    access_log: Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log every request.")] = True,
+    access_log: Annotated[
+        bool, typer.Option("--access-log/--no-access-log", help="Log every request.", metavar=FLAG)
+    ] = True,
     stream_write_timeout: StreamWriteTimeoutOption = 30.0,
     models: ModelsOption = None,
     toolkits: ToolkitsOption = None,
