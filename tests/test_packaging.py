@@ -69,7 +69,7 @@ def test_the_wheel_holds_the_package_its_metadata_and_its_command(dist: Path) ->
     assert serve == {"fastapi", "uvicorn", "asyncpg"}
     assert metadata["Description-Content-Type"] == "text/markdown"
     assert metadata.get_payload().startswith("# agency_swarm")  # the README is the long description
-    assert "agency-swarm = agency_swarm.__main__:main" in entry_points
+    assert "agency-swarm = agency_swarm.__main__:cli" in entry_points
 
 
 def test_the_sdist_holds_what_builds_the_wheel(dist: Path) -> None:
