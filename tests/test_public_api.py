@@ -13,6 +13,7 @@ from agency_swarm import (
     AgencySwarmError,
     Agent,
     ChartError,
+    ChatNotLoaded,
     ChatPaused,
     ConfigError,
     ConfigFileError,
@@ -42,6 +43,7 @@ EXPECTED_ALL = [
     "AgentStarted",
     "ApprovalRequested",
     "ChartError",
+    "ChatNotLoaded",
     "ChatPaused",
     "ConfigError",
     "ConfigFileError",
@@ -98,7 +100,7 @@ EXPECTED_TESTING_ALL = [
 ]
 
 EXCEPTIONS = [
-    AgencySwarmError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId, ItemTooLarge,
+    AgencySwarmError, ChartError, ChatNotLoaded, ChatPaused, ConfigError, ConfigFileError, InvalidChatId, ItemTooLarge,
     MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout, ModelUnavailable,
     NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError, TurnLockLost,
 ]
@@ -148,6 +150,8 @@ def test_exception_hierarchy() -> None:
     assert issubclass(ModelTimeout, ModelUnavailable)
     assert not issubclass(RunError, ConfigError)
     assert issubclass(TurnLockLost, StoreError)
+    assert issubclass(ChatNotLoaded, LookupError)
+    assert not issubclass(ChatNotLoaded, ConfigError)  # nothing is wrong with the set-up: the chat is elsewhere
 
 
 def test_run_error_carries_where_it_happened() -> None:

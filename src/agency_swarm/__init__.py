@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from ._base._errors import (
         AgencySwarmError,
         ChartError,
+        ChatNotLoaded,
         ChatPaused,
         ConfigError,
         ConfigFileError,
@@ -58,6 +59,7 @@ _LAZY = {
     "Agency": "._agency._agency",
     "AgencySwarmError": "._base._errors",
     "ChartError": "._base._errors",
+    "ChatNotLoaded": "._base._errors",
     "ChatPaused": "._base._errors",
     "ConfigError": "._base._errors",
     "ConfigFileError": "._base._errors",
@@ -129,6 +131,7 @@ __all__ = [
     "AgentStarted",
     "ApprovalRequested",
     "ChartError",
+    "ChatNotLoaded",
     "ChatPaused",
     "ConfigError",
     "ConfigFileError",
