@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: creates .venv, installs dev extras, lints, type-checks, tests.
+# The whole test suite on a fresh machine: creates .venv, installs dev extras, lints, type-checks, tests; then the
+# fast tests on the other CPython versions pyproject claims.
 source "$(dirname "${BASH_SOURCE[0]}")/_venv.sh"
+make_venv .venv "$PYTHON" dev
+source scripts/_other_pythons.sh && other_pythons_start  # .venv-3.12 and .venv-3.13 install meanwhile
 echo "== ruff" && .venv/bin/ruff check src tests examples benchmarks
 echo "== mypy (strict, src/)" && .venv/bin/mypy
 echo "== benchmark smoke (numbers: see benchmarks/)" && .venv/bin/python benchmarks/w5_file_store.py --turns 30
@@ -11,4 +14,6 @@ if command -v npm >/dev/null; then  # the @a2a-js/sdk client the A2A tests drive
 else
   echo "== WARNING: node/npm missing: tests/test_a2a_js.py (the @a2a-js/sdk client) will be SKIPPED" >&2
 fi
+source scripts/_postgres.sh  # says which PostgreSQL the tests use, and what happens without it
 echo "== pytest" && .venv/bin/python -m pytest --cov --cov-report=term-missing:skip-covered "$@"
+other_pythons_test  # the fast tests on CPython 3.12 and 3.13

@@ -24,6 +24,20 @@ async def _postgres_problem() -> str | None:
     return None
 
 
+def postgres_report() -> str:
+    """What scripts/test.sh says before pytest: which PostgreSQL the tests use, how to point them at another, and
+    what happens to its tests when it does not answer."""
+    problem = asyncio.run(_postgres_problem())
+    lines = [
+        f"== PostgreSQL for the tests: {redact_url(POSTGRES_URL)} (AGENCY_SWARM_TEST_POSTGRES_URL=postgresql://... "
+        "points them at another)"
+    ]
+    if problem is not None:
+        outcome = "they FAIL (CI=true)" if os.environ.get("CI") == "true" else "its tests are SKIPPED"
+        lines.append(f"   unreachable ({problem}): {outcome}; start the local one with `{START_POSTGRES}`")
+    return "\n".join(lines)
+
+
 def require_postgres() -> str:
     """The test database's URL; unreachable -> skip, or fail when CI=true (CI must run these)."""
     with ThreadPoolExecutor(1) as pool:  # its own loop: callers may be inside a running one
@@ -37,3 +51,7 @@ def require_postgres() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return POSTGRES_URL
+
+
+if __name__ == "__main__":
+    print(postgres_report())

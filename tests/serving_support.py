@@ -151,8 +151,9 @@ def start_server(
 
 
 def start_serve(arguments: list[str], *, workers: int = 1, env: dict[str, str] | None = None,
-                port: int | None = None) -> Server:
-    """`agency-swarm serve ARGUMENTS` on 127.0.0.1 (a free port unless given), the tests' modules importable."""
+                port: int | None = None, cwd: Path = REPO) -> Server:
+    """`agency-swarm serve ARGUMENTS` on 127.0.0.1 (a free port unless given) run in `cwd`, the tests' modules
+    importable."""
     port = free_port() if port is None else port
     child_env = {**os.environ, **(env or {})}
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")]))
@@ -161,7 +162,7 @@ def start_serve(arguments: list[str], *, workers: int = 1, env: dict[str, str] |
         "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
     ]
     process = subprocess.Popen(
-        command, cwd=REPO, env=child_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        command, cwd=cwd, env=child_env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, text=True,
     )
     server = Server(process=process, url=f"http://127.0.0.1:{port}")

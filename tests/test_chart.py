@@ -495,3 +495,27 @@ async def test_handoff_description_is_used_when_description_is_missing() -> None
     dev = Agent(name="Developer", handoff_description="Ships features", model=ScriptedModel(["x"]))
     await Agency([ceo, [ceo, dev]]).get_response("hi")
     assert "- Developer: Ships features" in send_tool(ceo).description.splitlines()
+
+
+# -- whom the user may address: the chart's entry points, everywhere ---------------------------------------------
+
+
+async def test_only_the_charts_entry_points_may_be_addressed_by_name_or_agent() -> None:
+    ceo, dev = make_agent("CEO", "ceo reply"), make_agent("Developer", "dev reply")
+    agency = Agency([ceo, [ceo, dev]])  # the user talks to CEO; Developer answers CEO
+    for recipient in ("Developer", dev):
+        with pytest.raises(ConfigError) as refused:
+            await agency.get_response("hi", recipient)
+        assert str(refused.value).startswith("'Developer' is not an entry point of this agency; the user may "
+                                             "address: CEO.")
+        assert "put it standalone in the chart" in str(refused.value)
+    with pytest.raises(ConfigError, match="'Developer' is not an entry point"):
+        agency.get_response_stream("hi", "Developer")
+    with pytest.raises(ConfigError, match="'Developer' is not an entry point"):
+        agency.get_response_sync("hi", "Developer")
+    with pytest.raises(ConfigError, match=r"^No such agent: 'Nobody' is not in this agency \(its agents: CEO, "
+                       r"Developer\); the user may address: CEO\.$"):
+        await agency.get_response("hi", "Nobody")
+    assert model_of(dev).calls == []
+    assert agency.thread_manager.get_threads("default") == {}
+    assert agency.entry_point().name == agency.entry_point("CEO").name == "CEO"

@@ -267,6 +267,7 @@ def test_chat_id_resumes_a_stored_chat(project: Path) -> None:
 
 
 def test_agent_option_picks_the_entry_agent(project: Path) -> None:
+    (project / "agency.yaml").write_text(AGENCY_YAML + "  entry_points: [Developer]\n")  # the user may address it
     code, out, _ = invoke(run_args(project, "team", "--agent", "Developer", "-m", "Direct"))
     assert code == 0
     assert out == "user -> Developer: Direct\nDeveloper: built\n"
@@ -302,7 +303,9 @@ def test_invalid_config_names_file_line_and_key(project: Path) -> None:
 
 def test_unknown_agent_chat_id_models_and_toolkits(project: Path) -> None:
     err = one_error_line(run_args(project, "team", "--agent", "Nobody", "-m", "hi"))
-    assert "--agent 'Nobody' is not in this agency; its agents are: CEO, Developer." in err
+    assert "--agent: No such agent: 'Nobody' is not in this agency (its agents: CEO, Developer)" in err
+    err = one_error_line(run_args(project, "team", "--agent", "Developer", "-m", "hi"))  # a worker: the chart's rule
+    assert "--agent: 'Developer' is not an entry point of this agency; the user may address: CEO." in err
     assert "looks like a path" in one_error_line(run_args(project, "team", "--chat-id", "../x", "-m", "hi"))
     assert "has no attribute 'nothing'" in one_error_line(run_args(project, "nothing", "-m", "hi"))
     err = one_error_line(["run", str(project / "agency.yaml"), "--models", "no_such_module_here:MODELS"])

@@ -258,3 +258,17 @@ async def test_a_worker_whose_queue_another_agency_took_says_so_at_every_beat(
     finally:
         await connection.close()
         await close(turns)
+
+
+def test_durable_turns_on_an_agency_that_keeps_chats_in_memory_say_so(caplog: pytest.LogCaptureFixture) -> None:
+    url = "postgresql://127.0.0.1/test"  # not reached: nothing connects before launch
+    with caplog.at_level(logging.WARNING, logger="agency_swarm.durable"):
+        DurableTurns(Agency(Agent(name="Support", model=ScriptedModel(lambda call: "hi"))), database_url=url)
+    [warning] = [record.getMessage() for record in caplog.records if record.name == "agency_swarm.durable"]
+    assert warning.startswith("DurableTurns: this agency keeps its chats in memory (no thread_store)")
+    assert "Agency(..., thread_store=SQLThreadStore(<the PostgreSQL URL>))" in warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="agency_swarm.durable"):
+        stored = Agency(Agent(name="Support", model=ScriptedModel(lambda call: "hi")), thread_store=SQLThreadStore(url))
+        DurableTurns(stored, database_url=url)
+    assert [record for record in caplog.records if record.name == "agency_swarm.durable"] == []

@@ -205,7 +205,7 @@ async def test_a_recipients_output_type_reaches_its_caller_as_validated_json(
     server.push('{"title": "Landing page", "files": ["index.html"]}', model="gpt-dev")
     ceo = Agent(name="CEO", model="gpt-ceo")
     dev = Agent(name="Developer", model="gpt-dev", output_type=Report)
-    agency = Agency([ceo, [ceo, dev]], model_provider=MultiProvider(openai_client=client))
+    agency = Agency([ceo, dev, [ceo, dev]], model_provider=MultiProvider(openai_client=client))  # both addressable
 
     result = await agency.get_response("Build it")
 

@@ -14,6 +14,7 @@ from agency_swarm import (
     Agent,
     AttachmentError,
     ChartError,
+    ChatNotLoaded,
     ChatPaused,
     ConfigError,
     ConfigFileError,
@@ -46,6 +47,7 @@ EXPECTED_ALL = [
     "AttachmentError",
     "AttachmentLimits",
     "ChartError",
+    "ChatNotLoaded",
     "ChatPaused",
     "ConfigError",
     "ConfigFileError",
@@ -107,10 +109,10 @@ EXPECTED_TESTING_ALL = [
 ]
 
 EXCEPTIONS = [
-    AgencySwarmError, AttachmentError, ChartError, ChatPaused, ConfigError, ConfigFileError, InvalidChatId,
-    ItemTooLarge, MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError, ModelTimeout,
-    ModelUnavailable, NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError, TurnLockLost,
-    RemoteAgentError,
+    AgencySwarmError, AttachmentError, ChartError, ChatNotLoaded, ChatPaused, ConfigError, ConfigFileError,
+    InvalidChatId, ItemTooLarge, MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError,
+    ModelTimeout, ModelUnavailable, NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError,
+    TurnLockLost, RemoteAgentError,
 ]
 
 
@@ -159,6 +161,8 @@ def test_exception_hierarchy() -> None:
     assert issubclass(ModelTimeout, ModelUnavailable)
     assert not issubclass(RunError, ConfigError)
     assert issubclass(TurnLockLost, StoreError)
+    assert issubclass(ChatNotLoaded, LookupError)
+    assert not issubclass(ChatNotLoaded, ConfigError)  # nothing is wrong with the set-up: the chat is elsewhere
 
 
 def test_run_error_carries_where_it_happened() -> None:

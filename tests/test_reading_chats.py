@@ -12,6 +12,7 @@ import pytest
 from agency_swarm import (
     Agency,
     Agent,
+    ChatNotLoaded,
     ConfigError,
     FileThreadStore,
     MemoryThreadStore,
@@ -34,8 +35,13 @@ async def test_a_stored_chat_reads_without_a_turn_and_the_memory_accessor_says_i
         await first.get_response("build it", chat_id="c")
         stored = first.thread_manager.get_threads("c")  # loaded here: a turn ran
     async with team(FileThreadStore(tmp_path))[0] as restarted:  # a new process on the same files
-        with pytest.raises(ConfigError, match=r"Chat 'c' is not loaded .* `await agency.get_threads\('c'\)`"):
+        not_loaded = r"Chat 'c' is not loaded .* `await agency.get_threads\('c'\)`"
+        with pytest.raises(ChatNotLoaded, match=not_loaded) as not_here:
             restarted.thread_manager.get_threads("c")  # was {}: it looked like data loss
+        assert not isinstance(not_here.value, ConfigError)  # not "bad set-up, nothing ran": the chat is in the store
+        assert not_here.value.chat_id == "c"
+        with pytest.raises(ChatNotLoaded, match="'never-used'"):
+            restarted.thread_manager.get_threads("never-used")
         threads = await restarted.get_threads("c")
         assert threads == stored
         assert list(threads) == ["user->CEO"]

@@ -292,3 +292,45 @@ def _free(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+# -- what a new user looks for: attaching a tool, an approval that pauses, what hooks are given --------------------
+
+
+def block_with(text: str) -> Block:
+    [block] = [block for block in readme_blocks(README.read_text()) if block.lang == "python" and text in block.body]
+    return block
+
+
+def test_the_readme_attaches_a_tool_and_its_approval_example_pauses_on_its_own_tool() -> None:
+    namespace: dict[str, Any] = {}
+    run_python(block_with("tools=[write_file]"), namespace)
+    assert namespace["result"].final_output == "hello.py is written."
+    approvals = block_with("needs_approval=True")
+    assert "tools=[delete_branch]" in approvals.body  # the tool it defines is the agent's
+    paused_first: list[bool] = []
+    namespace = {}
+    original = Agency.get_response
+
+    async def noting(self: Agency, *args: Any, **kwargs: Any) -> Any:
+        result = await original(self, *args, **kwargs)
+        paused_first.append(result.paused)
+        return result
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Agency, "get_response", noting)
+        run_python(approvals, namespace)
+    assert paused_first == [True]  # it paused for delete_branch, and was resumed with the approval
+    assert namespace["result"].final_output == "Cleaned up."
+
+
+def test_the_readme_names_each_hook_with_the_event_it_is_given() -> None:
+    import inspect
+
+    from agency_swarm import AgencyHooks
+
+    readme = " ".join(README.read_text().split())
+    for name, method in inspect.getmembers(AgencyHooks, inspect.isfunction):
+        if name.startswith("on_"):
+            event = method.__annotations__["event"]  # a name: the hooks module postpones its annotations
+            assert f"`{name}({event})`" in readme, name

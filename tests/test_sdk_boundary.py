@@ -555,6 +555,7 @@ saved = [(module, name, getattr(module, name)) for module, name in hidden]
 for module, name, _ in saved:
     delattr(module, name)
 import agency_swarm, agency_swarm.testing
+from agency_swarm import Agency, Agent  # loads the package's modules (`import agency_swarm` alone loads none)
 assert "agency_swarm._base._sdk" in sys.modules and "agency_swarm._turn._tools" in sys.modules
 for module, name, value in saved:  # the SDK's own code (function_tool, invoke_function_tool) still needs them
     setattr(module, name, value)

@@ -313,13 +313,26 @@ async def test_bad_chat_ids_are_400_on_every_endpoint(client: httpx.AsyncClient,
     error_of(await client.delete(f"/chats/{chat_id}"), 400, "invalid_chat_id")
 
 
+@pytest.mark.parametrize("chat_id", ["a%2Fb", "a%2fb", "a%5Cb", "%2F", "..%2F..%2Fetc"])
+async def test_an_encoded_slash_in_a_chat_id_is_the_400_of_a_bad_chat_id_not_a_404(
+    client: httpx.AsyncClient, chat_id: str
+) -> None:
+    """Decoded, `a%2Fb` splits the path into segments no route matches: still the documented 400 invalid_chat_id."""
+    for method, path in (("POST", "/messages"), ("POST", "/messages:stream"), ("GET", "/threads"),
+                         ("POST", "/resume"), ("POST", "/resume:stream"), ("DELETE", "")):
+        body = {"message": "hi"} if "messages" in path else None
+        response = await client.request(method, f"/chats/{chat_id}{path}", json=body)
+        assert "chat_id" in error_of(response, 400, "invalid_chat_id")["message"]
+    error_of(await client.get("/chats/c/no-such-route"), 404, "not_found")  # other unknown paths stay 404
+
+
 async def test_only_entry_points_may_be_addressed(client: httpx.AsyncClient) -> None:
-    for name in ("Nobody", "Developer"):  # Developer exists but only CEO may message it
-        for path in ("messages", "messages:stream"):
+    for name, problem in (("Nobody", "No such agent: 'Nobody'"), ("Developer", "'Developer' is not an entry point")):
+        for path in ("messages", "messages:stream"):  # Developer exists, but only CEO may message it
             response = await client.post(f"/chats/c/{path}", json={"message": "hi", "recipient_agent": name})
             message = error_of(response, 400, "bad_request")["message"]
-            assert f"recipient_agent {name!r} is not an entry point" in message
-            assert message.endswith("may address: CEO.")
+            assert message.startswith(f"recipient_agent: {problem}")
+            assert "the user may address: CEO" in message
     assert (await client.get("/chats/c/threads")).json()["threads"] == {}
 
 
@@ -427,6 +440,10 @@ async def test_a_paused_chat_is_409_until_resumed_with_decisions() -> None:
         for path in ("messages", "messages:stream"):
             blocked = error_of(await client.post(f"/chats/c/{path}", json={"message": "more"}), 409, "chat_paused")
             assert blocked["interruptions"] == [waiting]
+            assert blocked["message"] == (  # the HTTP way to go on, not the Python call
+                f"Chat 'c' is waiting for approval of {waiting['call_id']} (CEO.deploy); POST /chats/c/resume with "
+                '{"approve": [call ids], "reject": [call ids]} before sending a new message.'
+            )
         unknown = await client.post("/chats/c/resume", json={"approve": ["call_nope"]})
         assert "call_nope" in error_of(unknown, 400, "bad_request")["message"]
 
@@ -572,16 +589,16 @@ def test_serve_settings_are_checked_before_any_worker_starts(
         ServeSettings().check()
     with pytest.raises(ConfigError, match="either an agency file"):
         ServeSettings(config="a.yaml", factory="m:f").check()
-    with pytest.raises(ConfigError, match=r"must look like 'package\.module:function'"):
+    with pytest.raises(ConfigError, match=r"write module:function or FILE\.py:function"):
         ServeSettings(factory="not a path").check()
     with pytest.raises(ConfigError, match="does not exist"):
         ServeSettings(config=str(tmp_path / "missing.yaml")).check()
     monkeypatch.delenv("SERVE_TEST_TOKEN", raising=False)
     with pytest.raises(ConfigError, match="'SERVE_TEST_TOKEN', but that environment variable is empty or unset"):
         ServeSettings(factory="serving_app:build_agency", auth_token_env="SERVE_TEST_TOKEN").check()
-    with pytest.raises(ConfigError, match="cannot import 'no_such_module'"):
+    with pytest.raises(ConfigError, match="cannot import module 'no_such_module'"):
         ServeSettings(factory="no_such_module:build").agency_factory()
-    with pytest.raises(ConfigError, match="has no 'missing'"):
+    with pytest.raises(ConfigError, match="has no attribute 'missing'"):
         ServeSettings(factory="serving_app:missing").agency_factory()
     with pytest.raises(ConfigError, match="is not a function"):
         ServeSettings(factory="serving_app:HOLD").agency_factory()
@@ -811,7 +828,10 @@ def text_ends(item: dict[str, Any], suffix: str) -> bool:
         (["serve", "--factory", "serving_app:build_agency", "--workers", "3"], "--workers 3 needs a store"),
         (["serve", "--factory", "serving_app:build_agency", "--store", "sqlite:///x.db", "--workers", "2"],
          "SQLite cannot lock a turn across processes"),
-        (["serve", "--factory", "serving_app:nothing"], "module 'serving_app' has no 'nothing'"),
+        (["serve", "--factory", "serving_app:nothing"], "'serving_app:nothing': serving_app has no attribute"),
+        (["serve", "--factory", "nowhere:build"], "cannot import module 'nowhere'"),
+        (["serve", "--factory", "nowhere.py:build"], "--factory: the file nowhere.py does not exist"),
+        (["serve", "--factory", "serving_app"], "write module:function or FILE.py:function"),
         (["serve", "--factory", "serving_app:build_agency", "--models", "m:f"], "--models and --toolkits go with"),
         (["serve", "missing.yaml"], "Agency file 'missing.yaml' does not exist"),
         (["serve", "--factory", "serving_app:build_agency", "--auth-token-env", "SERVE_TEST_UNSET"],
@@ -832,3 +852,19 @@ def test_serve_refuses_bad_settings_with_one_line(
     assert error.startswith("Error: ")
     assert problem in " ".join(error.split())
     assert "Traceback" not in error
+
+
+def test_a_durable_turn_refused_for_a_paused_chat_names_the_resume_route() -> None:
+    """In durable mode the worker stores the refusal's text; the HTTP answer tells it as HTTP does too."""
+    from agency_swarm import ChatPaused
+    from agency_swarm.durable import TurnFailed
+    from agency_swarm.serving._durable import failed_message
+
+    stored = TurnFailed(f"Chat 'a b' is waiting for approval of call_1 (CEO.deploy); {ChatPaused.RESUME_HINT}",
+                        "chat_paused", "ChatPaused")
+    assert failed_message(stored, "a b") == (
+        "Chat 'a b' is waiting for approval of call_1 (CEO.deploy); POST /chats/a%20b/resume with "
+        '{"approve": [call ids], "reject": [call ids]} before sending a new message.'
+    )
+    other = TurnFailed("Agent 'CEO' ran out of steps.", "run_failed", "MaxStepsExceeded")
+    assert failed_message(other, "a b") == "Agent 'CEO' ran out of steps."

@@ -106,5 +106,7 @@ def test_serve_durable_with_an_unreachable_database_exits_non_zero() -> None:
     store = f"postgresql://postgres:not-this-password@127.0.0.1:{closed}/test"
     code, stderr = serve_until_exit(durable_serve("build_support", store), workers=2)
     assert code == 3, stderr
-    assert "failed to start" in stderr
+    [line] = stderr.splitlines()  # checked before any worker starts: one line
+    assert line.startswith("Error: The store postgresql://postgres:***@127.0.0.1:")
+    assert "cannot be used: The thread store is unavailable (ConnectionRefusedError)" in line
     assert "not-this-password" not in stderr

@@ -22,12 +22,14 @@ from agency_swarm.testing import ScriptedModel, send_message
 # -- sync with scripted models ---------------------------------------------------------------------
 
 
-def scripted_agency() -> tuple[Agency, ScriptedModel, ScriptedModel]:
+def scripted_agency(*entry_points: str) -> tuple[Agency, ScriptedModel, ScriptedModel]:
+    """CEO -> Developer; `entry_points` names the agents the user may address besides CEO."""
     ceo_model = ScriptedModel.each_turn([send_message("Developer", "build it"), "shipped"])
     dev_model = ScriptedModel.each_turn(["built"])
     ceo = Agent(name="CEO", description="Leads", model=ceo_model)
     dev = Agent(name="Developer", description="Codes", model=dev_model)
-    return Agency([ceo, [ceo, dev]]), ceo_model, dev_model
+    standalone = [agent for agent in (dev,) if agent.name in entry_points]
+    return Agency([ceo, *standalone, [ceo, dev]]), ceo_model, dev_model
 
 
 def test_get_response_sync_from_plain_code() -> None:
@@ -57,7 +59,7 @@ async def test_get_response_sync_inside_a_running_loop() -> None:
 
 
 def test_get_response_sync_by_recipient_name() -> None:
-    agency, _, dev_model = scripted_agency()
+    agency, _, dev_model = scripted_agency("Developer")
     result = agency.get_response_sync("Direct question", "Developer")
     assert (result.final_output, result.agent, result.chat_id) == ("built", "Developer", "default")
     assert dev_model.calls[0].input == [{"role": "user", "content": "Direct question"}]

@@ -3,70 +3,124 @@
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from agents import ModelSettings, function_tool
-
-from ._agency._agency import Agency
-from ._attachments._media import AttachmentLimits
-from ._attachments._parts import file_part, image_part
-from ._base._errors import (
-    AgencySwarmError,
-    AttachmentError,
-    ChartError,
-    ChatPaused,
-    ConfigError,
-    ConfigFileError,
-    InvalidChatId,
-    ItemTooLarge,
-    MaxStepsExceeded,
-    ModelAuthenticationError,
-    ModelError,
-    ModelRequestError,
-    ModelTimeout,
-    ModelUnavailable,
-    NothingToResume,
-    OutputValidationError,
-    ReentrantTurn,
-    RemoteAgentError,
-    RunError,
-    StoreError,
-    TurnLockLost,
-)
-from ._base._events import (
-    AgentFinished,
-    AgentStarted,
-    ApprovalRequested,
-    Event,
-    HostedItem,
-    MessageSent,
-    RawModelEvent,
-    RemoteProgress,
-    StreamEvent,
-    TextDelta,
-    ToolCalled,
-    ToolOutput,
-)
-from ._model._retry import RetryPolicy
-from ._remote._agent import RemoteAgent
-from ._threads._manager import ConversationThread, ThreadManager
-from ._threads._store import MemoryThreadStore, ThreadStore, TurnLockingStore
-from ._threads._thread_items import model_input
-from ._turn._agent import Agent
-from ._turn._hooks import AgencyHooks
-from ._turn._results import Interruption, ResponseStream, RunResult
-
 if TYPE_CHECKING:
+    from agents import ModelSettings, function_tool
+
+    from ._agency._agency import Agency
+    from ._attachments._media import AttachmentLimits
+    from ._attachments._parts import file_part, image_part
+    from ._base._errors import (
+        AgencySwarmError,
+        AttachmentError,
+        ChartError,
+        ChatNotLoaded,
+        ChatPaused,
+        ConfigError,
+        ConfigFileError,
+        InvalidChatId,
+        ItemTooLarge,
+        MaxStepsExceeded,
+        ModelAuthenticationError,
+        ModelError,
+        ModelRequestError,
+        ModelTimeout,
+        ModelUnavailable,
+        NothingToResume,
+        OutputValidationError,
+        ReentrantTurn,
+        RemoteAgentError,
+        RunError,
+        StoreError,
+        TurnLockLost,
+    )
+    from ._base._events import (
+        AgentFinished,
+        AgentStarted,
+        ApprovalRequested,
+        Event,
+        HostedItem,
+        MessageSent,
+        RawModelEvent,
+        RemoteProgress,
+        StreamEvent,
+        TextDelta,
+        ToolCalled,
+        ToolOutput,
+    )
     from ._model._cost import CostEstimate, ModelPrice
+    from ._model._retry import RetryPolicy
+    from ._remote._agent import RemoteAgent
     from ._threads._file_store import FileThreadStore
+    from ._threads._manager import ConversationThread, ThreadManager
     from ._threads._sql_store import SQLiteThreadStore, SQLThreadStore
+    from ._threads._store import MemoryThreadStore, ThreadStore, TurnLockingStore
+    from ._threads._thread_items import model_input
+    from ._turn._agent import Agent
+    from ._turn._hooks import AgencyHooks
+    from ._turn._results import Interruption, ResponseStream, RunResult
 
 _LAZY = {
+    "ModelSettings": "agents",
+    "function_tool": "agents",
+    "Agency": "._agency._agency",
+    "AttachmentLimits": "._attachments._media",
+    "file_part": "._attachments._parts",
+    "image_part": "._attachments._parts",
+    "AgencySwarmError": "._base._errors",
+    "AttachmentError": "._base._errors",
+    "ChartError": "._base._errors",
+    "ChatNotLoaded": "._base._errors",
+    "ChatPaused": "._base._errors",
+    "ConfigError": "._base._errors",
+    "ConfigFileError": "._base._errors",
+    "InvalidChatId": "._base._errors",
+    "ItemTooLarge": "._base._errors",
+    "MaxStepsExceeded": "._base._errors",
+    "ModelAuthenticationError": "._base._errors",
+    "ModelError": "._base._errors",
+    "ModelRequestError": "._base._errors",
+    "ModelTimeout": "._base._errors",
+    "ModelUnavailable": "._base._errors",
+    "NothingToResume": "._base._errors",
+    "OutputValidationError": "._base._errors",
+    "ReentrantTurn": "._base._errors",
+    "RemoteAgentError": "._base._errors",
+    "RunError": "._base._errors",
+    "StoreError": "._base._errors",
+    "TurnLockLost": "._base._errors",
+    "AgentFinished": "._base._events",
+    "AgentStarted": "._base._events",
+    "ApprovalRequested": "._base._events",
+    "Event": "._base._events",
+    "HostedItem": "._base._events",
+    "MessageSent": "._base._events",
+    "RawModelEvent": "._base._events",
+    "RemoteProgress": "._base._events",
+    "StreamEvent": "._base._events",
+    "TextDelta": "._base._events",
+    "ToolCalled": "._base._events",
+    "ToolOutput": "._base._events",
     "CostEstimate": "._model._cost",
-    "FileThreadStore": "._threads._file_store",
     "ModelPrice": "._model._cost",
+    "RetryPolicy": "._model._retry",
+    "RemoteAgent": "._remote._agent",
+    "FileThreadStore": "._threads._file_store",
+    "ConversationThread": "._threads._manager",
+    "ThreadManager": "._threads._manager",
     "SQLThreadStore": "._threads._sql_store",
     "SQLiteThreadStore": "._threads._sql_store",
+    "MemoryThreadStore": "._threads._store",
+    "ThreadStore": "._threads._store",
+    "TurnLockingStore": "._threads._store",
+    "model_input": "._threads._thread_items",
+    "Agent": "._turn._agent",
+    "AgencyHooks": "._turn._hooks",
+    "Interruption": "._turn._results",
+    "ResponseStream": "._turn._results",
+    "RunResult": "._turn._results",
 }
-"""Exported names whose modules (and aiofiles, sqlite3) load on first use, so `import agency_swarm` stays cheap."""
+"""Every exported name, loaded on first use: `import agency_swarm` loads nothing (openai-agents included) until a
+name is asked for, so the command line starts at once and a Ctrl-C while it loads is its own to report."""
 
 
 def __getattr__(name: str) -> Any:
@@ -81,6 +135,7 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
 
+
 __all__ = [
     "Agency",
     "AgencyHooks",
@@ -92,6 +147,7 @@ __all__ = [
     "AttachmentError",
     "AttachmentLimits",
     "ChartError",
+    "ChatNotLoaded",
     "ChatPaused",
     "ConfigError",
     "ConfigFileError",

@@ -159,14 +159,32 @@ class Agency:
 
         return visualize(self, format)
 
-    def _recipient(self, recipient_agent: str | Agent | None) -> Agent:
+    def entry_point(self, recipient_agent: str | Agent | None = None) -> Agent:
+        """The agent a user's message to `recipient_agent` (a name or the Agent) goes to; None: the first entry point.
+
+        The chart says whom the user may address: its entry points, the agents standing alone in it. Python calls,
+        `agency-swarm run --agent` and HTTP's `recipient_agent` all follow it. An agent reached only through the
+        chart's flows answers the agents that may message it, not the user (put it standalone in the chart too to
+        let the user address it). Raises ConfigError: "no such agent" for a name the agency does not have, "not an
+        entry point" for one of its other agents.
+        """
+        entries = self._chart.entry_points
         if recipient_agent is None:
-            return self._chart.entry_points[0]
+            return entries[0]
         name = recipient_agent.name if isinstance(recipient_agent, Agent) else recipient_agent
         agent = self._chart.agents.get(name) if isinstance(name, str) else None
+        may = ", ".join(entry.name for entry in entries)
         if agent is None or (isinstance(recipient_agent, Agent) and agent is not recipient_agent):
             known = ", ".join(self._chart.agents)
-            raise ConfigError(f"recipient_agent {recipient_agent!r} is not in this agency; its agents are: {known}.")
+            raise ConfigError(
+                f"No such agent: {name!r} is not in this agency (its agents: {known}); the user may address: {may}."
+            )
+        if agent not in entries:
+            raise ConfigError(
+                f"{name!r} is not an entry point of this agency; the user may address: {may}. {name!r} answers the "
+                "agents that may message it; to let the user address it too, put it standalone in the chart "
+                f"(Agency(..., {name}, ...), or `entry_points:` in an agency file)."
+            )
         return agent
 
     # -- turns (delegated to the agents' own loop) -----------------------------------------------
@@ -190,7 +208,7 @@ class Agency:
         holds never starts a second turn: it returns the finished turn's result again, or continues the unfinished
         one from its last stored item (after a crash, a timeout, a client's retry).
         """
-        agent = self._recipient(recipient_agent)
+        agent = self.entry_point(recipient_agent)
         wiring = self._wirings[agent.name]
         return await run_turn(agent, wiring, message, chat_id, None, context, additional_instructions, turn_id)
 
@@ -206,7 +224,7 @@ class Agency:
     ) -> ResponseStream:
         """The same turn as a stream of events from every agent involved, in order (`turn_id`: as in get_response;
         a finished turn run again streams no events, only its result)."""
-        agent = self._recipient(recipient_agent)
+        agent = self.entry_point(recipient_agent)
         wiring = self._wirings[agent.name]
         return stream_turn(agent, wiring, message, chat_id, None, context, additional_instructions, turn_id)
 

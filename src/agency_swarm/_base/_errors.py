@@ -138,6 +138,9 @@ class AttachmentError(ConfigError):
 class ChatPaused(ConfigError):
     """A new message reached a chat whose last turn waits for tool approvals; `resume` it first."""
 
+    RESUME_HINT = "call resume(chat_id, approve=[...], reject=[...]) before sending a new message."
+    """How the message ends; over HTTP it names `POST /chats/{id}/resume` instead."""
+
     def __init__(self, message: str, *, chat_id: str, interruptions: list[Any]) -> None:
         super().__init__(message)
         self.chat_id = chat_id
@@ -165,6 +168,16 @@ class ReentrantTurn(ConfigError):
 
 class InvalidChatId(ConfigError):
     """A chat id that is empty, too long, or could address a path or a control sequence."""
+
+
+class ChatNotLoaded(AgencySwarmError, LookupError):
+    """`thread_manager.get_threads` reads only what this process holds, and it does not hold this chat (no turn of it
+    ran here, it left memory, or it was deleted); `await agency.get_threads(chat_id)` reads what the store holds.
+    Nothing is wrong with the set-up (it is not a ConfigError): the chat is elsewhere."""
+
+    def __init__(self, message: str, *, chat_id: str) -> None:
+        super().__init__(message)
+        self.chat_id = chat_id
 
 
 class StoreError(AgencySwarmError):

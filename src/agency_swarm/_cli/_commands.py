@@ -14,10 +14,12 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .._base._errors import AgencySwarmError, ConfigError, ModelAuthenticationError
+from .._base._errors import AgencySwarmError, ConfigError, ModelAuthenticationError, StoreError
+from .._base._extras import MissingExtra
 from .._config._python_object import load_python_object
 from ._demo import DEFAULT_MESSAGE
 from ._serve_options import (
+    FLAG,
     AccessLogOption,
     AdditionalInstructionsOption,
     AdminOption,
@@ -45,6 +47,8 @@ if TYPE_CHECKING:
 
 USAGE_ERROR = 2
 """Exit code for bad input (missing file, invalid config, unknown agent): nothing ran."""
+STARTUP_FAILURE = 3
+"""`serve`'s exit code when the server cannot start (its store unreachable, a worker failing), as uvicorn's."""
 
 app = typer.Typer(
     name="agency-swarm",
@@ -83,7 +87,7 @@ def _overview(
     version: Annotated[
         bool,
         typer.Option("--version", help="Print the installed version and exit.", callback=_print_version,
-                     is_eager=True),
+                     is_eager=True, metavar=FLAG),
     ] = False,
 ) -> None:
     if context.invoked_subcommand is None:  # a short reminder, like git's, rather than the full help page
@@ -165,11 +169,13 @@ DurableOption = Annotated[
     bool,
     typer.Option(
         "--durable", help="Run turns as DBOS workflows in the PostgreSQL --store: any worker finishes a dead "
-        "worker's turns; Idempotency-Key, background turns, resumable streams (needs the [durable] extra).",
+        "worker's turns; Idempotency-Key, background turns, resumable streams (needs the \\[durable] extra).",
+        metavar=FLAG,
     ),
 ]
 AgUiOption = Annotated[
-    bool, typer.Option("--ag-ui", help="Also serve POST /ag-ui for AG-UI clients (needs the [ag-ui] extra).")
+    bool,
+    typer.Option("--ag-ui", help="Also serve POST /ag-ui for AG-UI clients (needs the \\[ag-ui] extra).", metavar=FLAG),
 ]
 DurableQueueOption = Annotated[
     str | None,
@@ -182,7 +188,7 @@ A2AOption = Annotated[
     bool,
     typer.Option(
         "--a2a", help="Also serve the agency as an A2A agent: Agent Card at /.well-known/agent-card.json, JSON-RPC "
-        "at /a2a/jsonrpc, HTTP+JSON at /a2a/rest (needs the [a2a] extra).",
+        "at /a2a/jsonrpc, HTTP+JSON at /a2a/rest (needs the \\[a2a] extra).", metavar=FLAG,
     ),
 ]
 StreamWriteTimeoutOption = Annotated[
@@ -221,7 +227,7 @@ def run_command(
     ] = None,
     agent: Annotated[
         str | None,
-        typer.Option("--agent", help="The entry agent to talk to (default: the config's first entry point).",
+        typer.Option("--agent", help="The entry point to talk to (default: the config's first entry point).",
                      show_default=False),
     ] = None,
     models: ModelsOption = None,
@@ -235,8 +241,10 @@ def run_command(
     except ConfigError as error:
         fail(str(error))
     agency = load_agency(config, threads_dir=threads_dir, models=models, toolkits=toolkits)
-    if agent is not None and agent not in agency.agents:
-        fail(f"--agent {agent!r} is not in this agency; its agents are: {', '.join(agency.agents)}.")
+    try:
+        agency.entry_point(agent)  # the chart's rule, as in Python and over HTTP
+    except ConfigError as error:
+        fail(f"--agent: {error}")
     raise typer.Exit(_chat(agency, message=message, chat_id=chat_id, agent=agent))
 
 
@@ -328,22 +336,25 @@ def serve_command(
     allow_additional_instructions: AdditionalInstructionsOption = False,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
-    from ..serving._auth._serve_options import AuthOptions
-    from ..serving._serve import ServeSettings, serve
-
-    auth = AuthOptions(
-        tokens_env=auth_tokens_env, jwt_secret_env=jwt_secret_env, jwks_url=jwks_url, issuer=jwt_issuer,
-        audience=jwt_audience, admin_scope=admin_scope, admins=tuple(admin or ()), insecure=insecure,
-    )
-    settings = ServeSettings(
-        config=None if config is None else str(config), factory=factory, store=store, auth_token_env=auth_token_env,
-        max_body_bytes=max_body_bytes, models=models, toolkits=toolkits, durable=durable, durable_queue=durable_queue,
-        stream_write_timeout=stream_write_timeout, a2a=a2a, ag_ui=ag_ui, auth=auth, context_schema=context_schema,
-        allow_additional_instructions=allow_additional_instructions,
-    )
     try:
+        from ..serving._auth._serve_options import AuthOptions
+        from ..serving._serve import ServeSettings, serve
+
+        auth = AuthOptions(
+            tokens_env=auth_tokens_env, jwt_secret_env=jwt_secret_env, jwks_url=jwks_url, issuer=jwt_issuer,
+            audience=jwt_audience, admin_scope=admin_scope, admins=tuple(admin or ()), insecure=insecure,
+        )
+        settings = ServeSettings(
+            config=None if config is None else str(config), factory=factory, store=store,
+            auth_token_env=auth_token_env, max_body_bytes=max_body_bytes, models=models, toolkits=toolkits,
+            durable=durable, durable_queue=durable_queue, stream_write_timeout=stream_write_timeout, a2a=a2a,
+            ag_ui=ag_ui, auth=auth, context_schema=context_schema,
+            allow_additional_instructions=allow_additional_instructions,
+        )
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)
-    except AgencySwarmError as error:
+    except StoreError as error:  # the store cannot be reached: as a worker that fails to start (a manager retries)
+        fail(str(error), code=STARTUP_FAILURE)
+    except (AgencySwarmError, MissingExtra) as error:
         fail(str(error))
 
 

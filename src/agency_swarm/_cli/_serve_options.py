@@ -7,21 +7,26 @@ from typing import Annotated
 
 import typer
 
+FLAG = ""
+"""The metavar of a flag: shown as `--insecure`, not `--insecure <bool>`, as if it took a value."""
+
 ServeConfigArgument = Annotated[
     Path | None, typer.Argument(help="The agency's YAML or JSON file (or --factory).", show_default=False)
 ]
 FactoryOption = Annotated[
     str | None,
     typer.Option(
-        "--factory", help="module:function that builds the agency on the store it is given, instead of a file.",
+        "--factory", help="FILE.py:function or module:function (a module in the current directory, or on "
+        "PYTHONPATH) that builds the agency on the store it is given, instead of a file.",
         show_default=False,
     ),
 ]
 StoreOption = Annotated[
     str | None,
     typer.Option(
-        "--store", help="Where chats live: postgresql://user@host:5432/db (needed for --workers > 1), "
-        "sqlite:///chats.db, or memory. Default: the agency file's store: (else memory).", show_default=False,
+        "--store", help="Where chats live: a PostgreSQL URL, postgresql://HOST/DB (with user@ and :port as "
+        "needed; needed for --workers > 1), an SQLite one, sqlite:///chats.db, or memory. Default: the agency file's "
+        "store: (else memory).", show_default=False,
     ),
 ]
 WorkersOption = Annotated[int, typer.Option("--workers", help="Worker processes.")]
@@ -35,7 +40,9 @@ AuthTokenEnvOption = Annotated[
     ),
 ]
 MaxBodyBytesOption = Annotated[int, typer.Option("--max-body-bytes", help="Larger requests get 413.")]
-AccessLogOption = Annotated[bool, typer.Option("--access-log/--no-access-log", help="Log every request.")]
+AccessLogOption = Annotated[
+    bool, typer.Option("--access-log/--no-access-log", help="Log every request.", metavar=FLAG)
+]
 AuthTokensEnvOption = Annotated[
     str | None,
     typer.Option(
@@ -70,7 +77,7 @@ AdminOption = Annotated[
 ]
 InsecureOption = Annotated[
     bool,
-    typer.Option("--insecure", help="Serve without authentication on an address other than loopback."),
+    typer.Option("--insecure", help="Serve without authentication on an address other than loopback.", metavar=FLAG),
 ]
 ContextSchemaOption = Annotated[
     str | None,
@@ -84,6 +91,6 @@ AdditionalInstructionsOption = Annotated[
     typer.Option(
         "--allow-additional-instructions",
         help="Requests may add to the entry agent's instructions: whoever can call the server can then steer the "
-        "agents (prompt injection).",
+        "agents (prompt injection).", metavar=FLAG,
     ),
 ]

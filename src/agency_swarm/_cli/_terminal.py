@@ -77,6 +77,10 @@ class _HideSpinnerOnWrite(io.TextIOBase):
     def flush(self) -> None:
         self._out.flush()
 
+    def close(self) -> None:
+        """The wrapped stream is the caller's: closing the wrapper, or its collection (which closes it), neither
+        flushes nor closes it, so a wrapper outliving its stream (a test's capture, a closed pipe) raises nothing."""
+
 
 class Spinner:
     """A rich status line while a model or tool is working; does nothing unless the console is a live terminal."""

@@ -479,7 +479,7 @@ class RetryingModel(Model):
                     seconds=None, attempts=attempt, **common, **located,
                 )
             return ModelUnavailable(
-                f"{where}: the model API failed{_attempts(attempt)}; last: {detail}. Retries are set by "
+                f"{where}: the model API failed{_attempts(attempt)}; last: {detail.rstrip('.')}. Retries are set by "
                 "Agent(retry=RetryPolicy(...)) or Agency(retry=...).",
                 attempts=attempt, **common, **located,
             )

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._attachments._media import DEFAULT_LIMITS, AttachmentLimits
 from .._attachments._view import any_attachments
-from .._base._errors import ConfigError, InvalidChatId, ReentrantTurn
+from .._base._errors import ChatNotLoaded, ConfigError, InvalidChatId, ReentrantTurn
 from .._base._sync import INSIDE
 from ._blobs import Attachments
 from ._checks import only_known_recipients, without_refused_items
@@ -171,12 +171,13 @@ class ThreadManager:
         its models read, without the bookkeeping marks (`CALL_MARKS`) unless `include_marks`.
 
         With a store, a chat this process does not hold (no turn of it ran here, it left memory, or it was deleted)
-        raises ConfigError instead of looking empty: `await agency.get_threads(chat_id)` loads it and reads it.
+        raises ChatNotLoaded instead of looking empty: `await agency.get_threads(chat_id)` loads it and reads it.
         """
         if self.store is not None and chat_id not in self._chats and chat_id not in self._loaded:
-            raise ConfigError(
+            raise ChatNotLoaded(
                 f"Chat {chat_id!r} is not loaded in this process (no turn of it ran here, it left memory, or it was "
-                f"deleted): read what the store holds with `await agency.get_threads({chat_id!r})`."
+                f"deleted): read what the store holds with `await agency.get_threads({chat_id!r})`.",
+                chat_id=chat_id,
             )
         shown = list if include_marks else without_call_marks
         return {key: shown(t.items) for key, t in self._chats.get(chat_id, {}).items()}

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .._base._errors import ConfigError, TurnLockLost
+from .._base._extras import extra_message
 from . import _sql_schema as sql
 from ._pg_turn_locks import (
     LOCK_SESSION_TIMEOUT_S,
@@ -296,6 +297,4 @@ def import_asyncpg(redacted: str) -> Any:
     try:
         return importlib.import_module("asyncpg")
     except ImportError as exc:
-        raise ConfigError(
-            f"Thread store URL {redacted!r} needs asyncpg: pip install 'agency-swarm-sdk[postgres]'."
-        ) from exc
+        raise ConfigError(extra_message("postgres", "asyncpg", f"Thread store URL {redacted!r}")) from exc

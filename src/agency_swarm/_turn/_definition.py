@@ -9,6 +9,7 @@ from agents import Agent as _SDKAgent
 from agents import FunctionTool, Model, ModelProvider, MultiProvider
 
 from .._base._errors import ConfigError
+from .._base._extras import extra_message
 from .._model._retry import (
     DEFAULT_RETRY,
     RetryingModel,
@@ -91,8 +92,7 @@ class Wiring:
                 if not key.startswith("litellm/"):
                     raise
                 raise ConfigError(
-                    f"Agent {agent.name!r} uses model {key!r}, which needs LiteLLM: "
-                    "pip install 'agency-swarm-sdk[litellm]'."
+                    extra_message("litellm", "litellm", f"Agent {agent.name!r} uses model {key!r}, which")
                 ) from error
             except Exception as error:  # the OpenAI client is built here, and refuses to be without a key
                 failure = missing_credentials(error, agent=agent.name, model=key)

@@ -339,8 +339,7 @@ async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: W
     if waiting:
         listing = ", ".join(f"{item.call_id} ({item.agent}.{item.tool})" for item in waiting)
         raise ChatPaused(
-            f"Chat {chat_id!r} is waiting for approval of {listing}; call resume(chat_id, approve=[...], "
-            "reject=[...]) before sending a new message.",
+            f"Chat {chat_id!r} is waiting for approval of {listing}; {ChatPaused.RESUME_HINT}",
             chat_id=chat_id, interruptions=waiting,
         )
     await manager.repair_chat(chat_id)

@@ -1,5 +1,6 @@
-"""Durable turns on DBOS (`pip install 'agency-swarm-sdk[durable]'`): each top-level turn a workflow on a queue in
-PostgreSQL, finished by whichever worker is alive, submitted idempotently, its events a stream any process reads.
+"""Durable turns on DBOS (the durable extra: `pip install "agency-swarm-sdk[durable]"`): each top-level turn a
+workflow on a queue in PostgreSQL, finished by whichever worker is alive, submitted idempotently, its events a stream
+any process reads.
 
 ```python
 from agency_swarm.durable import DurableTurns
@@ -16,7 +17,11 @@ Imports only the layers below it (the agency and turns); `serving` builds its du
 docs/design/durable.md says what is exactly-once, what is at-least-once, and how a dead worker's turns finish.
 """
 
-from ._runner import DurableTurns, TurnFailed, TurnHandle, TurnStatus, UnknownTurn
-from ._stream import DurableEvent
+from .._base._extras import require_extra
+
+require_extra("durable", "dbos", "asyncpg", needed_by="agency_swarm.durable")  # said before the modules using them
+
+from ._runner import DurableTurns, TurnFailed, TurnHandle, TurnStatus, UnknownTurn  # noqa: E402
+from ._stream import DurableEvent  # noqa: E402
 
 __all__ = ["DurableEvent", "DurableTurns", "TurnFailed", "TurnHandle", "TurnStatus", "UnknownTurn"]

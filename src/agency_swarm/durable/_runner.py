@@ -20,6 +20,7 @@ from .._attachments._incoming import Incoming
 from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingToResume, RunError, TurnLockLost
 from .._base._redact import secret_free_logger
 from .._threads._manager import check_chat_id
+from .._threads._store import MemoryThreadStore
 from .._turn._agent import checked_request
 from .._turn._results import RunResult
 from ._queues import AgencyIdentity, checked_queue_name
@@ -68,6 +69,17 @@ def failure(error: Exception) -> TurnFailed:
     kind = next((name for cls, name in kinds if isinstance(error, cls)), "internal_error")
     message = str(error) if kind != "internal_error" else "The turn failed; the server's log says why."
     return TurnFailed(message, kind, type(error).__name__)
+
+
+def _warn_if_chats_stay_in_memory(agency: Agency) -> None:
+    """Durable turns outlive a worker; chats kept in its memory do not: said once, when the DurableTurns is made."""
+    store = agency.thread_manager.store
+    if store is None or type(store) is MemoryThreadStore:
+        logger.warning(
+            "DurableTurns: this agency keeps its chats in memory (no thread_store), so a turn another worker takes "
+            "over, or one finished after a restart, starts from an empty chat. Give the agency the store every worker "
+            "shares: Agency(..., thread_store=SQLThreadStore(<the PostgreSQL URL>))."
+        )
 
 
 def chat_tag(chat_id: str, queue_name: str) -> str:
@@ -181,6 +193,7 @@ class DurableTurns:
         if not 0 < heartbeat_seconds < expire_after_seconds:
             raise ConfigError("heartbeat_seconds must be above 0 and below expire_after_seconds.")
         _check_positive(concurrency=concurrency, pool_size=pool_size, poll_seconds=poll_seconds)
+        _warn_if_chats_stay_in_memory(agency)
         self.identity = AgencyIdentity(agency)
         queue_name = self.identity.default_queue() if queue_name is None else checked_queue_name(queue_name)
         self.agency, self.executor_id, self.queue_name = agency, executor_id or "", queue_name
@@ -263,6 +276,15 @@ class DurableTurns:
         if isinstance(prepared, Incoming):
             await manager.attachments.keep(chat_id, prepared.blobs)
             message = prepared.items  # type: ignore[assignment]
+        """Queue a turn; the same `key` on the same chat is the same turn (never a second one), whatever its state."""
+        chat_id = check_chat_id(chat_id)
+        if not isinstance(message, str):
+            raise ConfigError(f"message must be a str, got {type(message).__name__}.")
+        if recipient_agent is not None:
+            try:
+                self.agency.entry_point(recipient_agent)  # the chart's rule: only its entry points are addressed
+            except ConfigError as error:
+                raise ConfigError(f"recipient_agent: {error}") from None
         request = {"chat_id": chat_id, "message": message, "recipient_agent": recipient_agent}
         if context is not None:
             request["context"] = context

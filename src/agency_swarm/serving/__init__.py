@@ -23,13 +23,17 @@ Endpoints (all JSON unless said; every error is `{"error": {"type", "message", .
 docs/ag-ui.md). docs/design/serving.md says why it works the way it does.
 """
 
-from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store
-from ._auth._chats import ChatListResponse, ChatSummary
-from ._auth._principal import Principal, RequestContext
-from ._auth._settings import AuthSettings
-from ._bodies import ErrorResponse, MessageRequest, ResumeRequest, RunResultResponse, ThreadsResponse
-from ._health import StoreHealth
-from ._serve import ServeSettings, app_from_env, serve
+from .._base._extras import require_extra
+
+require_extra("serve", "fastapi", needed_by="agency_swarm.serving")  # said before the modules that import it
+
+from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store  # noqa: E402
+from ._auth._chats import ChatListResponse, ChatSummary  # noqa: E402
+from ._auth._principal import Principal, RequestContext  # noqa: E402
+from ._auth._settings import AuthSettings  # noqa: E402
+from ._bodies import ErrorResponse, MessageRequest, ResumeRequest, RunResultResponse, ThreadsResponse  # noqa: E402
+from ._health import StoreHealth  # noqa: E402
+from ._serve import ServeSettings, app_from_env, serve  # noqa: E402
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",

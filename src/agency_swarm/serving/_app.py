@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -12,13 +13,15 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._agency._agency import Agency
-from .._base._errors import ConfigError
+from .._base._errors import ConfigError, InvalidChatId
+from .._base._extras import MissingExtra
+from .._threads._manager import check_chat_id
 from .._threads._sql_store import SQLThreadStore
 from .._threads._store import MemoryThreadStore, ThreadStore
 from ._auth._access import Access, access_for
 from ._auth._guards import AuthGuard, OwnershipGuard
 from ._auth._settings import AuthSettings
-from ._bodies import error_response
+from ._bodies import error_response, failure_response
 from ._guard import PUBLIC_PATHS, RequestGuard
 from ._health import StoreHealth
 from ._routes import add_routes
@@ -205,10 +208,8 @@ def _durable_turns(agency: Agency, store: ThreadStore | str, durable: bool | Map
         options["database_url"] = store
     try:
         from ..durable import DurableTurns
-    except ImportError as missing:
-        raise ConfigError(
-            "Durable mode needs DBOS: pip install 'agency-swarm-sdk[durable]'."
-        ) from missing
+    except MissingExtra as missing:
+        raise ConfigError(str(missing)) from missing
     return DurableTurns(agency, **options)
 
 
@@ -239,10 +240,29 @@ def _add_error_handlers(app: FastAPI) -> None:
         ]  # the client's input is not echoed back
         return error_response(422, "invalid_request", "The request body is not valid; see details.", details=details)
 
-    async def http_error(_: Request, exc: Exception) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
+        refused = _encoded_separator_in_chat_id(request) if exc.status_code == 404 else None
+        if refused is not None:  # /chats/a%2Fb/...: the id's decoded '/' made it match no route
+            return failure_response(refused, "")
         kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, kind, str(exc.detail), headers=exc.headers)  # a 405's Allow (RFC 9110)
 
     app.add_exception_handler(RequestValidationError, invalid_body)
     app.add_exception_handler(StarletteHTTPException, http_error)
+
+
+def _encoded_separator_in_chat_id(request: Request) -> InvalidChatId | None:
+    """The 400 a chat route gives a bad id, for a path whose id segment holds a percent-encoded '/' or '\\'
+    (`/chats/a%2Fb/messages`): decoded, it splits into segments no route matches, and would be a 404."""
+    raw = request.scope.get("raw_path")
+    if not isinstance(raw, bytes) or not raw.startswith(b"/chats/"):
+        return None
+    segment = raw[len(b"/chats/"):].split(b"/", 1)[0]
+    if b"%2f" not in segment.lower() and b"%5c" not in segment.lower():
+        return None
+    try:
+        check_chat_id(unquote(segment.decode("ascii", "replace"), errors="replace"))
+    except InvalidChatId as refused:
+        return refused
+    return None

@@ -177,12 +177,22 @@ def error_response(
     return JSONBody({"error": detail.model_dump(mode="json", exclude_none=True)}, status_code=status, headers=sent)
 
 
+def paused_over_http(message: str, chat_id: str) -> str:
+    """A ChatPaused message with the HTTP way to go on, `POST /chats/{id}/resume`, instead of the Python call."""
+    route = f"POST /chats/{id_for_header(chat_id)}/resume"
+    return message.replace(
+        ChatPaused.RESUME_HINT,
+        f'{route} with {{"approve": [call ids], "reject": [call ids]}} before sending a new message.',
+    )
+
+
 def error_status(exc: BaseException) -> tuple[int, ErrorDetail]:
     """The HTTP status and body for an exception a turn raised; the message never holds a stack trace."""
     if isinstance(exc, InvalidChatId):
         return 400, ErrorDetail(type="invalid_chat_id", message=str(exc))
     if isinstance(exc, ChatPaused):
-        return 409, ErrorDetail(type="chat_paused", message=str(exc), interruptions=_interruptions(exc.interruptions))
+        message = paused_over_http(str(exc), exc.chat_id)
+        return 409, ErrorDetail(type="chat_paused", message=message, interruptions=_interruptions(exc.interruptions))
     if isinstance(exc, NothingToResume):
         return 409, ErrorDetail(type="nothing_to_resume", message=str(exc))
     if isinstance(exc, ConfigError):

@@ -20,6 +20,7 @@ from ._bodies import (
     error_response,
     failure_response,
     id_for_header,
+    paused_over_http,
     result_response,
 )
 from ._openapi import route_docs
@@ -40,8 +41,13 @@ class TurnResponse(BaseModel):
     error: ErrorDetail | None = Field(default=None, description="Once `status` is failed.")
 
 
-def failed_response(failed: TurnFailed) -> Response:
-    return error_response(_FAILURE_STATUS.get(failed.kind, 500), failed.kind, str(failed))
+def failed_message(failed: TurnFailed, chat_id: str) -> str:
+    """A failed durable turn's message, told as HTTP tells it (a paused chat: `POST /chats/{id}/resume`)."""
+    return paused_over_http(str(failed), chat_id) if failed.kind == "chat_paused" else str(failed)
+
+
+def failed_response(failed: TurnFailed, chat_id: str) -> Response:
+    return error_response(_FAILURE_STATUS.get(failed.kind, 500), failed.kind, failed_message(failed, chat_id))
 
 
 async def turn_response(handle: TurnHandle) -> TurnResponse:
@@ -53,7 +59,7 @@ async def turn_response(handle: TurnHandle) -> TurnResponse:
         try:
             await handle.result()
         except TurnFailed as failed:
-            response.error = ErrorDetail(type=failed.kind, message=str(failed))
+            response.error = ErrorDetail(type=failed.kind, message=failed_message(failed, handle.chat_id))
     return response
 
 
@@ -70,7 +76,7 @@ async def _answered(submitted: Awaitable[TurnHandle], chat_id: str, *, backgroun
         response.headers["turn-id"] = id_for_header(handle.turn_id)
         return response
     except TurnFailed as failed:
-        return failed_response(failed)
+        return failed_response(failed, chat_id)
     except Exception as exc:
         return failure_response(exc, chat_id)
 
@@ -214,7 +220,7 @@ class DurableFeed(Feed):
         try:
             await self._read()
         except TurnFailed as failed:
-            error = {"type": failed.kind, "message": str(failed)}
+            error = {"type": failed.kind, "message": failed_message(failed, self.chat_id)}
             await self.put(_sse_chunk("error", {"type": "error", "error": error}))
         except Exception as exc:  # reading failed (the database): the stream still ends with an `error`
             await self.put(error_chunk(exc, self.chat_id))

@@ -52,7 +52,7 @@ class StoreHealth:
     async def _run(self) -> str | None:
         problem: str | None = None
         try:
-            problem = await asyncio.wait_for(self._probe(), HEALTH_TIMEOUT_SECONDS)
+            problem = await asyncio.wait_for(self.probe(), HEALTH_TIMEOUT_SECONDS)
         except TimeoutError:
             problem = f"The thread store did not answer within {HEALTH_TIMEOUT_SECONDS:g} s."
         if problem != self._problem or self._checked_at is None:
@@ -63,7 +63,8 @@ class StoreHealth:
         self._checked_at, self._problem = self.clock(), problem
         return problem
 
-    async def _probe(self) -> str | None:
+    async def probe(self) -> str | None:
+        """One check now, not shared or cached: None, or what is wrong."""
         try:
             await self.store.load(HEALTH_PROBE_CHAT)
         except Exception as exc:

@@ -63,15 +63,13 @@ Marks = Annotated[
 
 
 def _entry_point(agency: Agency, name: str | None) -> str | None:
+    """The chart's rule, as in Python and on the command line: only its entry points may be addressed (400)."""
     if name is None:
         return None
-    entries = [agent.name for agent in agency.entry_points]
-    if name not in entries:
-        raise ConfigError(
-            f"recipient_agent {name!r} is not an entry point of this agency; the user may address: "
-            f"{', '.join(entries)}."
-        )
-    return name
+    try:
+        return agency.entry_point(name).name
+    except ConfigError as error:
+        raise ConfigError(f"recipient_agent: {error}") from None
 
 
 IdempotencyKey = Annotated[

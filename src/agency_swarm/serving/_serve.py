@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
-import importlib
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path as FilePath
 from typing import Any
@@ -13,12 +13,14 @@ from typing import Any
 from fastapi import FastAPI
 
 from .._agency._agency import Agency
-from .._base._errors import ConfigError
+from .._base._errors import ConfigError, StoreError
+from .._base._extras import MissingExtra, require_extra
 from .._base._redact import secret_free_logger
 from .._threads._sql_store import POSTGRES_SCHEMES, SQLITE_SCHEMES, redact_url
 from .._threads._store import MemoryThreadStore, ThreadStore
-from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, seconds
+from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store, seconds
 from ._auth._serve_options import ENV_AUTH, AuthOptions, check_exposure, import_schema
+from ._health import StoreHealth
 from ._sse import SSE_WRITE_TIMEOUT_SECONDS
 
 logger = secret_free_logger("agency_swarm.serving")
@@ -42,7 +44,6 @@ _ENV_NAMES = (
     ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT, ENV_A2A, ENV_AG_UI, ENV_AUTH, ENV_CONTEXT_SCHEMA,
     ENV_ADDITIONAL_INSTRUCTIONS,
 )
-_FACTORY_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
 @dataclass(kw_only=True)
@@ -52,7 +53,8 @@ class ServeSettings:
     config: str | None = None
     """An agency file (YAML/JSON) for `Agency.from_config`."""
     factory: str | None = None
-    """Or `module:function`, a function store -> Agency importable in the workers."""
+    """Or `module:function` or `FILE.py:function`, a function store -> Agency (a module is looked for in the current
+    directory first, as `--models` and `--toolkits` do)."""
     store: str | None = None
     """A store URL (postgresql://..., sqlite:///...) or `memory`; None: the agency file's `store:` (memory when it has
     none, and with `factory`)."""
@@ -83,7 +85,10 @@ class ServeSettings:
 
     def check(self) -> None:
         if (self.config is None) == (self.factory is None):
-            raise ConfigError("Serve either an agency file (agency.yaml) or --factory module:function, not both.")
+            raise ConfigError(
+                "Serve either an agency file (agency.yaml) or --factory module:function (or FILE.py:function), not "
+                "both."
+            )
         if self.factory is not None and (self.models is not None or self.toolkits is not None):
             raise ConfigError("--models and --toolkits go with an agency file; a --factory builds its own agents.")
         scheme = (self.store or "memory").partition("://")[0].lower()
@@ -94,8 +99,8 @@ class ServeSettings:
                 f"--store {redact_url(self.store)!r} is not a store: use postgresql://user@host:5432/db, "
                 "sqlite:///chats.db or memory."
             )
-        if self.factory is not None and not _FACTORY_PATH.fullmatch(self.factory):
-            raise ConfigError(f"--factory {self.factory!r} must look like 'package.module:function'.")
+        if self.factory is not None and not _looks_like_a_factory(self.factory):
+            raise ConfigError(f"--factory {self.factory!r}: write module:function or FILE.py:function.")
         if self.config is not None and not FilePath(self.config).is_file():
             raise ConfigError(f"Agency file {self.config!r} does not exist (or is not a file).")
         if self.auth_token_env is not None and not os.environ.get(self.auth_token_env, "").strip():
@@ -140,7 +145,7 @@ class ServeSettings:
         if self.config is not None:
             env[ENV_CONFIG] = str(FilePath(self.config).resolve())
         if self.factory is not None:
-            env[ENV_FACTORY] = self.factory
+            env[ENV_FACTORY] = _absolute_file(self.factory)
         optional = {
             ENV_AUTH_TOKEN_ENV: self.auth_token_env, ENV_MODELS: self.models, ENV_TOOLKITS: self.toolkits,
             ENV_CONTEXT_SCHEMA: self.context_schema,
@@ -220,16 +225,23 @@ def _float_env(env: dict[str, str], name: str, default: float) -> float:
         raise ConfigError(f"{name} must be a number of seconds, got {value!r}.") from None
 
 
+def _looks_like_a_factory(target: str) -> bool:
+    location, _, name = target.rpartition(":")
+    return bool(location.strip()) and all(part.isidentifier() for part in name.split("."))
+
+
+def _absolute_file(target: str) -> str:
+    """`FILE.py:NAME` with FILE made absolute (worker processes import it too), anything else as it is."""
+    location, _, name = target.rpartition(":")
+    if location.endswith(".py") or os.sep in location:
+        return f"{FilePath(location).resolve()}:{name}"
+    return target
+
+
 def _import_factory(path: str) -> AgencyFactory:
-    module_name, _, attribute = path.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"--factory {path!r}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from exc
-    for part in attribute.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise ConfigError(f"--factory {path!r}: module {module_name!r} has no {attribute!r}.")
+    from .._config._python_object import python_object  # the FILE.py:NAME and module:NAME rules of --models
+
+    target = python_object("--factory", path)
     if not callable(target):
         raise ConfigError(f"--factory {path!r} is not a function store -> Agency.")
     factory: AgencyFactory = target
@@ -295,6 +307,7 @@ def serve(
 ) -> None:
     """Run the app with uvicorn until interrupted; `workers` processes share the store (PostgreSQL for > 1): --store,
     else the store the agency file names, else memory."""
+    require_extra("serve", "uvicorn", needed_by="agency-swarm serve")
     settings.check()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ConfigError(f"--workers must be an int >= 1, got {workers!r}.")
@@ -309,6 +322,7 @@ def serve(
         _check_durable(settings, agency)
     if settings.ag_ui:
         _check_ag_ui()
+    _check_store(settings)
     for name in _ENV_NAMES:  # a setting left from an earlier serve in this process (or the shell) is not ours
         os.environ.pop(name, None)
     os.environ.update(settings.to_env())  # worker processes inherit it
@@ -322,6 +336,36 @@ def serve(
     _run_uvicorn(workers, host=host, port=port, log_level=log_level, access_log=access_log, http=NoDelayHTTP)
 
 
+STORE_CHECK_TIMEOUT_SECONDS = 15.0
+"""How long `serve` waits for the store to answer its check at start (a host that drops packets never refuses)."""
+
+
+def _check_store(settings: ServeSettings) -> None:
+    """The workers' store reads and takes a write (the /healthz check), once, before any worker starts: a store that
+    cannot be reached (a database host that does not exist, an SQLite file in a missing directory) is a StoreError
+    now, instead of a server that starts and fails every request."""
+    store = settings.thread_store()
+    if store == "memory":
+        return
+    opened = open_store(store) if isinstance(store, str) else store
+    problem = asyncio.run(_store_problem(opened))
+    if problem is not None:
+        raise StoreError(
+            f"The store {_describe_store(settings)} cannot be used: {problem} Check that it is running and "
+            "reachable from here (and, for SQLite, that its directory exists); no worker was started."
+        )
+
+
+async def _store_problem(store: ThreadStore) -> str | None:
+    try:
+        return await asyncio.wait_for(StoreHealth(store).probe(), STORE_CHECK_TIMEOUT_SECONDS)
+    except TimeoutError:
+        return f"it did not answer within {STORE_CHECK_TIMEOUT_SECONDS:g} s."
+    finally:
+        with contextlib.suppress(Exception):
+            await store.aclose()
+
+
 def _check_durable(settings: ServeSettings, agency: Agency) -> None:
     """Durable mode needs PostgreSQL and DBOS, and a queue name it can take: said once, before any worker starts,
     with the queue the agency's workers will use."""
@@ -330,8 +374,8 @@ def _check_durable(settings: ServeSettings, agency: Agency) -> None:
         raise ConfigError("--durable keeps its queue in PostgreSQL: give --store postgresql://user@host:5432/db.")
     try:
         from ..durable._queues import AgencyIdentity, checked_queue_name
-    except ImportError as missing:
-        raise ConfigError("Durable mode needs DBOS: pip install 'agency-swarm-sdk[durable]'.") from missing
+    except MissingExtra as missing:
+        raise ConfigError(str(missing)) from missing
     identity = AgencyIdentity(agency)
     named = settings.durable_queue
     queue = identity.default_queue() if named is None else checked_queue_name(named)
