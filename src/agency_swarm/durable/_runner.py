@@ -267,8 +267,11 @@ class DurableTurns:
         `context` (the run context, as in `Agency.get_response`) and `additional_instructions` are stored with the
         turn (DBOS pickles them): the worker that runs it, any worker, gets them; the context's class must be
         importable there."""
-        if recipient_agent is not None and recipient_agent not in {agent.name for agent in self.agency.entry_points}:
-            raise ConfigError(f"recipient_agent {recipient_agent!r} is not an entry point of this agency.")
+        if recipient_agent is not None:
+            try:
+                self.agency.entry_point(recipient_agent)  # the chart's rule: only its entry points are addressed
+            except ConfigError as error:
+                raise ConfigError(f"recipient_agent: {error}") from None
         if additional_instructions is not None and not isinstance(additional_instructions, str):
             raise ConfigError("additional_instructions must be a str or None.")
         manager = self.agency.thread_manager
@@ -276,15 +279,6 @@ class DurableTurns:
         if isinstance(prepared, Incoming):
             await manager.attachments.keep(chat_id, prepared.blobs)
             message = prepared.items  # type: ignore[assignment]
-        """Queue a turn; the same `key` on the same chat is the same turn (never a second one), whatever its state."""
-        chat_id = check_chat_id(chat_id)
-        if not isinstance(message, str):
-            raise ConfigError(f"message must be a str, got {type(message).__name__}.")
-        if recipient_agent is not None:
-            try:
-                self.agency.entry_point(recipient_agent)  # the chart's rule: only its entry points are addressed
-            except ConfigError as error:
-                raise ConfigError(f"recipient_agent: {error}") from None
         request = {"chat_id": chat_id, "message": message, "recipient_agent": recipient_agent}
         if context is not None:
             request["context"] = context

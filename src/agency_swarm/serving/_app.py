@@ -97,6 +97,7 @@ def create_app(
     service = _a2a_service(agency, thread_store, a2a, protected=protected, durable=turns is not None)
     app = FastAPI(
         title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
+        redirect_slashes=False,  # `/chats/%2F` is a bad chat id (400), not a redirect to `/chats`
         lifespan=_lifespan(agency, turns, streams, service),
     )
     app.state.agency, app.state.store, app.state.durable, app.state.streams = agency, thread_store, turns, streams
