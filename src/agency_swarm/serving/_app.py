@@ -57,34 +57,18 @@ def create_app(
     a2a: bool = False,
     ag_ui: bool = False,
 ) -> FastAPI:
-    """A FastAPI app serving the agency `agency_factory(store)` builds (once, now).
+    """A FastAPI app serving the agency `agency_factory(store)` builds (once, now), on `store` (a ThreadStore or a
+    URL, `open_store`; worker processes share one PostgreSQL database). Bodies over `max_body_bytes` get 413.
 
-    `store` is a ThreadStore or a URL (`open_store`); worker processes share one PostgreSQL database, each
-    building its own app. Bodies over `max_body_bytes` get 413. The app closes the store when it shuts down.
-
-    `auth` (AuthSettings: static tokens, JWTs): every endpoint but /healthz and /openapi.json wants a bearer
-    token, and a chat belongs to the principal that posted its first message (others get 404 on all its routes).
-    `auth_token` is the one-token form (principal `default`); without either, every caller is `anonymous`.
-
-    `context_schema` (a pydantic model): a request's `context` must match it, and reaches tools, guardrails and
-    instructions as `RequestContext.data` (the run context is a RequestContext, with the caller's Principal).
-    `allow_additional_instructions`: requests may add to the entry agent's instructions (a prompt-injection surface).
-
-    `durable` (True, or the keyword arguments of `agency_swarm.durable.DurableTurns`): every turn runs as a DBOS
-    workflow that any worker finishes, submitted once per Idempotency-Key, background turns and resumable event
-    streams too (docs/design/durable.md). Needs PostgreSQL: the store's URL, or `database_url` in the mapping.
-
-    `stream_write_timeout` (seconds): an event stream's reader that takes nothing for this long is dropped (the
-    turn goes on; its result stays readable, in durable mode its events too, with Last-Event-ID).
-
-    `a2a`: also serve the agency as an A2A agent (the `a2a` extra; docs/a2a.md): its Agent Card (public) at
-    /.well-known/agent-card.json, JSON-RPC at /a2a/jsonrpc, HTTP+JSON at /a2a/rest, tasks kept in the same store.
-
-    `ag_ui`: also serve `POST /ag-ui`, behind the same auth and limits (the [ag-ui] extra; docs/ag-ui.md).
+    - `auth` (static tokens, JWTs) or `auth_token` (one principal): every route but /healthz and /openapi.json wants
+      a bearer token, and a chat is its first poster's (others get 404 on all its routes).
+    - `context_schema`: a request's `context` must match it; it reaches tools as `RequestContext.data`.
+      `allow_additional_instructions`: requests may add to the entry agent's instructions (prompt injection).
+    - `durable` (True, or `DurableTurns` keyword arguments): every turn is a DBOS workflow (docs/design/durable.md).
+    - `stream_write_timeout` (s): an event stream's reader that takes nothing for this long is dropped.
+    - `a2a`: the agency as an A2A agent (docs/a2a.md); `ag_ui`: `POST /ag-ui` for AG-UI clients (docs/ag-ui.md).
     """
-    _check_options(ag_ui)
-    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
-        raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
+    _check_options(ag_ui, max_body_bytes)
     streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
     thread_store = open_store(store) if isinstance(store, str) else store
     access = access_for(
@@ -93,8 +77,9 @@ def create_app(
     )
     agency = _built_agency(agency_factory, thread_store)
     turns = _durable_turns(agency, store, durable)
-    protected = access.authenticator is not None
-    service = _a2a_service(agency, thread_store, a2a, protected=protected, durable=turns is not None)
+    service = _a2a_service(
+        agency, thread_store, a2a, protected=access.authenticator is not None, durable=turns is not None
+    )
     app = FastAPI(
         title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
         redirect_slashes=False,  # `/chats/%2F` is a bad chat id (400), not a redirect to `/chats`
@@ -127,9 +112,11 @@ def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool)
     app.add_middleware(AuthGuard, authenticator=access.authenticator, public_paths=public)
 
 
-def _check_options(ag_ui: bool) -> None:
+def _check_options(ag_ui: bool, max_body_bytes: int) -> None:
     if not isinstance(ag_ui, bool):
         raise ConfigError(f"ag_ui must be True or False, got {type(ag_ui).__name__}.")
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
 
 
 def _add_ag_ui(
