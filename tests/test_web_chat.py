@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from postgres_support import require_postgres
 from serving_support import REPO, Gate, Server, start_serve
 from web_chat_app import XSS
 
@@ -227,3 +228,45 @@ def test_with_auth_the_page_is_public_and_every_call_wants_the_token(auth_server
     assert ">Developer<" in chart.text
 
 
+
+
+@pytest.fixture(scope="module")
+def durable_server(gate: Gate) -> Iterator[Server]:
+    url = require_postgres()
+    server = start_serve(
+        ["--factory", "web_chat_app:build_agency", "--store", url, "--durable", "--durable-queue", "web_chat_ui",
+         "--ui"],
+        env=gate.env,
+    )
+    yield server
+    server.stop()
+
+
+def test_durable_a_reload_mid_turn_goes_on_from_the_turns_events_without_duplicates(
+    durable_server: Server, gate: Gate, page: object
+) -> None:
+    opened(page, durable_server.url)
+    gate.shut()
+    try:
+        send(page, "[hold] durable work")
+        _, waiting = gate.arrivals.get(timeout=60)
+        expect(page.locator(".call > .who", has_text="CEO → Developer")).to_have_count(1)
+        pending = page.evaluate("JSON.parse(sessionStorage.getItem('agency_swarm.pending'))")
+        assert pending["turn"], pending  # durable: the turn's id, to read its events again
+        page.reload()
+        expect(page.locator("body[data-ready=true]")).to_have_count(1)
+        expect(page.locator(".call > .who", has_text="CEO → Developer")).to_have_count(1)  # read again, once
+    finally:
+        gate.open()
+    waiting.sendall(b"go\n")
+    waiting.close()
+    answer = "CEO: Dev did: [hold] durable work"
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text", has_text=answer)).to_have_count(1)
+    turn = page.locator("#turns .turn").last
+    assert turn.locator(".who, .asked, .text, .output").all_text_contents() == [
+        "CEO", "CEO → Developer", "[hold] durable work", "Developer answers CEO", "Dev did: [hold] durable work",
+        "answer: Dev did: [hold] durable work", answer,
+    ]
+    expect(page.locator("#turns .user-message", has_text="[hold] durable work")).to_have_count(1)
+    expect(turn.locator(".usage")).to_have_count(1)
+    assert page.evaluate("sessionStorage.getItem('agency_swarm.pending')") is None
