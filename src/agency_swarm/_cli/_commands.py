@@ -177,6 +177,10 @@ AgUiOption = Annotated[
     bool,
     typer.Option("--ag-ui", help="Also serve POST /ag-ui for AG-UI clients (needs the \\[ag-ui] extra).", metavar=FLAG),
 ]
+UiOption = Annotated[
+    bool,
+    typer.Option("--ui", help="Also serve the web chat page at /ui (self-contained; behind the same auth).", metavar=FLAG),
+]
 DurableQueueOption = Annotated[
     str | None,
     typer.Option(
@@ -324,6 +328,7 @@ def serve_command(
     durable_queue: DurableQueueOption = None,
     a2a: A2AOption = False,
     ag_ui: AgUiOption = False,
+    ui: UiOption = False,
     auth_tokens_env: AuthTokensEnvOption = None,
     jwt_secret_env: JwtSecretEnvOption = None,
     jwks_url: JwksUrlOption = None,
@@ -348,7 +353,7 @@ def serve_command(
             config=None if config is None else str(config), factory=factory, store=store,
             auth_token_env=auth_token_env, max_body_bytes=max_body_bytes, models=models, toolkits=toolkits,
             durable=durable, durable_queue=durable_queue, stream_write_timeout=stream_write_timeout, a2a=a2a,
-            ag_ui=ag_ui, auth=auth, context_schema=context_schema,
+            ag_ui=ag_ui, ui=ui, auth=auth, context_schema=context_schema,
             allow_additional_instructions=allow_additional_instructions,
         )
         serve(settings, workers=workers, host=host, port=port, access_log=access_log)

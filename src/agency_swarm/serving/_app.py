@@ -56,6 +56,7 @@ def create_app(
     allow_additional_instructions: bool = False,
     a2a: bool = False,
     ag_ui: bool = False,
+    ui: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving the agency `agency_factory(store)` builds (once, now), on `store` (a ThreadStore or a
     URL, `open_store`; worker processes share one PostgreSQL database). Bodies over `max_body_bytes` get 413.
@@ -67,8 +68,9 @@ def create_app(
     - `durable` (True, or `DurableTurns` keyword arguments): every turn is a DBOS workflow (docs/design/durable.md).
     - `stream_write_timeout` (s): an event stream's reader that takes nothing for this long is dropped.
     - `a2a`: the agency as an A2A agent (docs/a2a.md); `ag_ui`: `POST /ag-ui` for AG-UI clients (docs/ag-ui.md).
+    - `ui`: the web chat page at /ui (docs/web-chat.md); the page is public, its calls carry the caller's token.
     """
-    _check_options(ag_ui, max_body_bytes)
+    _check_options(ag_ui, ui, max_body_bytes)
     streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
     thread_store = open_store(store) if isinstance(store, str) else store
     access = access_for(
@@ -87,11 +89,11 @@ def create_app(
     )
     app.state.agency, app.state.store, app.state.durable, app.state.streams = agency, thread_store, turns, streams
     app.state.health, app.state.a2a = StoreHealth(thread_store), service
-    _assemble(app, access, max_body_bytes, ag_ui=ag_ui)
+    _assemble(app, access, max_body_bytes, ag_ui=ag_ui, ui=ui)
     return app
 
 
-def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool) -> None:
+def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool, ui: bool) -> None:
     """The error handlers, the routes, and the guards in front of them."""
     _add_error_handlers(app)
     protected, turns, streams = access.authenticator is not None, app.state.durable, app.state.streams
@@ -105,6 +107,11 @@ def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool)
     app.state.access = access
     service = app.state.a2a
     public = PUBLIC_PATHS if service is None else service.mount(app) | PUBLIC_PATHS
+    if ui:
+        from ._ui import UI_PUBLIC_PATHS, add_ui_routes
+
+        add_ui_routes(app, app.state.agency)
+        public |= UI_PUBLIC_PATHS
     # The last added runs first: who calls (401 before any body is read), then the path, size and body checks,
     # then whose chat it is (404), then the route.
     app.add_middleware(OwnershipGuard, index=access.index, clock=lambda: access.clock())
@@ -112,9 +119,10 @@ def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool)
     app.add_middleware(AuthGuard, authenticator=access.authenticator, public_paths=public)
 
 
-def _check_options(ag_ui: bool, max_body_bytes: int) -> None:
-    if not isinstance(ag_ui, bool):
-        raise ConfigError(f"ag_ui must be True or False, got {type(ag_ui).__name__}.")
+def _check_options(ag_ui: bool, ui: bool, max_body_bytes: int) -> None:
+    for name, value in (("ag_ui", ag_ui), ("ui", ui)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name} must be True or False, got {type(value).__name__}.")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
 

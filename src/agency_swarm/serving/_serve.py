@@ -37,12 +37,13 @@ ENV_DURABLE_QUEUE = "AGENCY_SWARM_SERVE_DURABLE_QUEUE"
 ENV_STREAM_WRITE_TIMEOUT = "AGENCY_SWARM_SERVE_STREAM_WRITE_TIMEOUT"
 ENV_A2A = "AGENCY_SWARM_SERVE_A2A"
 ENV_AG_UI = "AGENCY_SWARM_SERVE_AG_UI"
+ENV_UI = "AGENCY_SWARM_SERVE_UI"
 ENV_CONTEXT_SCHEMA = "AGENCY_SWARM_SERVE_CONTEXT_SCHEMA"
 ENV_ADDITIONAL_INSTRUCTIONS = "AGENCY_SWARM_SERVE_ADDITIONAL_INSTRUCTIONS"
 _ENV_NAMES = (
     ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE,
     ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT, ENV_A2A, ENV_AG_UI, ENV_AUTH, ENV_CONTEXT_SCHEMA,
-    ENV_ADDITIONAL_INSTRUCTIONS,
+    ENV_ADDITIONAL_INSTRUCTIONS, ENV_UI,
 )
 
 
@@ -76,6 +77,8 @@ class ServeSettings:
     """Also serve the agency as an A2A agent (`create_app(a2a=True)`)."""
     ag_ui: bool = False
     """Also serve `POST /ag-ui` for AG-UI clients (`create_app(ag_ui=True)`, the [ag-ui] extra)."""
+    ui: bool = False
+    """Also serve the web chat page at /ui (`create_app(ui=True)`)."""
     auth: AuthOptions = field(default_factory=AuthOptions)
     """Principals: static tokens per principal, JWTs (secret or JWKS), admins; `--insecure` (`create_app(auth=)`)."""
     context_schema: str | None = None
@@ -140,6 +143,8 @@ class ServeSettings:
             env[ENV_A2A] = "1"
         if self.ag_ui:
             env[ENV_AG_UI] = "1"
+        if self.ui:
+            env[ENV_UI] = "1"
         if self.durable_queue is not None:
             env[ENV_DURABLE_QUEUE] = self.durable_queue
         if self.config is not None:
@@ -168,6 +173,7 @@ class ServeSettings:
             auth_token_env=env.get(ENV_AUTH_TOKEN_ENV), max_body_bytes=int(size), models=env.get(ENV_MODELS),
             toolkits=env.get(ENV_TOOLKITS), durable=env.get(ENV_DURABLE) == "1", a2a=env.get(ENV_A2A) == "1",
             durable_queue=env.get(ENV_DURABLE_QUEUE), ag_ui=env.get(ENV_AG_UI) == "1",
+            ui=env.get(ENV_UI) == "1",
             stream_write_timeout=_float_env(env, ENV_STREAM_WRITE_TIMEOUT, SSE_WRITE_TIMEOUT_SECONDS),
             auth=AuthOptions.from_env(env), context_schema=env.get(ENV_CONTEXT_SCHEMA),
             allow_additional_instructions=env.get(ENV_ADDITIONAL_INSTRUCTIONS) == "1",
@@ -256,7 +262,7 @@ def app_from_env() -> FastAPI:
         settings.agency_factory(), store=settings.thread_store(), auth_token=settings.auth_token(),
         max_body_bytes=settings.max_body_bytes, durable=settings.durable_options(),
         stream_write_timeout=settings.stream_write_timeout, a2a=settings.a2a, ag_ui=settings.ag_ui,
-        auth=settings.auth.settings(),
+        ui=settings.ui, auth=settings.auth.settings(),
         context_schema=None if settings.context_schema is None else import_schema(settings.context_schema),
         allow_additional_instructions=settings.allow_additional_instructions,
     )

@@ -1,0 +1,272 @@
+"""The web chat page (`agency-swarm serve --ui`) in a real headless Chromium driven by Playwright, against a real
+server process with a scripted agency (tests/web_chat_app.py): nesting, approvals, a reload mid-turn, model output
+as text only, keyboard use, bearer auth. The run writes the README's screenshot (docs/images/web-chat.png)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from postgres_support import require_postgres
+from serving_support import REPO, Gate, Server, start_serve
+from web_chat_app import XSS
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+expect = playwright_api.expect
+WAIT_MS = 30_000  # a bound on Playwright's waiting, never a pause
+expect.set_options(timeout=WAIT_MS)
+
+SCREENSHOT = REPO / "docs" / "images" / "web-chat.png"
+TOKEN = "web-chat-token-3c9d"
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    how = "install it with `apt-get install -y chromium` (scripts/test.sh does this when run as root)"
+    if os.environ.get("CI") == "true" and os.environ.get("AGENCY_SWARM_SKIP_CHROMIUM") != "1":
+        pytest.fail(f"Chromium is missing in CI; {how}.")
+    pytest.skip(f"Chromium is not installed; {how}.")
+
+
+@pytest.fixture(scope="module")
+def gate() -> Iterator[Gate]:
+    gate = Gate()
+    gate.open()
+    yield gate
+    gate.close()
+
+
+@pytest.fixture(scope="module")
+def server(gate: Gate) -> Iterator[Server]:
+    server = start_serve(["--factory", "web_chat_app:build_agency", "--store", "memory", "--ui"], env=gate.env)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    path = chromium()
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1280, "height": 760})  # type: ignore[attr-defined]
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    page.dialogs = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    yield page
+    context.close()
+
+
+def opened(page: object, url: str) -> object:
+    page.goto(f"{url}/ui")  # type: ignore[attr-defined]
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)  # type: ignore[attr-defined]
+    return page
+
+
+def send(page: object, message: str) -> None:
+    page.locator("#message").fill(message)  # type: ignore[attr-defined]
+    page.locator("#message").press("Enter")  # type: ignore[attr-defined]
+
+
+def test_a_turn_streams_with_the_developer_nested_under_the_ceos_send(server: Server, page: object) -> None:
+    opened(page, server.url)
+    send(page, "build the login page")
+    ceo = page.locator("#turns .turn .agent[data-agent=CEO]").last
+    send_call = ceo.locator(".call")
+    expect(send_call.locator("> .who")).to_have_text("CEO → Developer")
+    expect(send_call.locator("> .asked")).to_have_text("build the login page")
+    developer = send_call.locator(".agent.sub[data-agent=Developer]")
+    expect(developer.locator("> .text")).to_have_text("Dev did: build the login page")
+    expect(send_call.locator("> .output")).to_have_text("answer: Dev did: build the login page")
+    expect(ceo.locator("> .text")).to_have_text("CEO: Dev did: build the login page")
+    # In order: the send, then inside it the Developer's turn, then the answer; then the CEO's reply.
+    order = page.locator("#turns .turn").last.locator(".who, .asked, .text, .output").all_text_contents()
+    assert order == [
+        "CEO", "CEO → Developer", "build the login page", "Developer answers CEO", "Dev did: build the login page",
+        "answer: Dev did: build the login page", "CEO: Dev did: build the login page",
+    ]
+    expect(page.locator("#turns .usage").last).to_contain_text("requests 3, input 30 tokens, output 15 tokens")
+    expect(page.locator("#chats button", has_text="build the login page")).to_have_count(1)
+    expect(page.locator("#threads summary")).to_have_text(["user->CEO (4)", "CEO->Developer (2)"])
+    page.wait_for_function("document.getElementById('chart').naturalWidth > 0")
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOT))
+    assert SCREENSHOT.stat().st_size > 10_000
+
+
+def test_a_paused_call_is_approved_from_the_page(server: Server, page: object) -> None:
+    opened(page, server.url)
+    send(page, "approve the deploy")
+    call = page.locator(".agent.sub[data-agent=Developer] .call", has_text="Developer calls deploy")
+    expect(call.locator("pre.arguments")).to_have_text('{"target": "prod"}')
+    expect(page.locator(".status", has_text="Paused")).to_have_count(1)
+    call.get_by_role("button", name="Approve").click()
+    expect(call.locator("pre.output")).to_have_text("output: deployed prod")
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text").last).to_have_text("CEO: Dev: deployed prod")
+    expect(call.get_by_role("button", name="Approve")).to_have_count(0)
+
+
+def test_a_rejected_call_tells_the_model(server: Server, page: object) -> None:
+    opened(page, server.url)
+    send(page, "approve nothing")
+    call = page.locator(".agent.sub[data-agent=Developer] .call", has_text="Developer calls deploy")
+    call.get_by_role("button", name="Reject").click()
+    expect(call.locator("pre.output")).to_have_text("output: Tool execution was not approved.")
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text").last).to_contain_text("CEO: Dev:")
+
+
+def test_model_output_with_markup_is_shown_as_text_and_runs_nothing(server: Server, page: object) -> None:
+    opened(page, server.url)
+    send(page, "xss please")
+    developer = page.locator(".agent.sub[data-agent=Developer] > .text").last
+    expect(developer).to_have_text(XSS)
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text").last).to_have_text("CEO: " + XSS)
+    page.reload()  # the stored chat is shown as text too
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text").last).to_have_text("CEO: " + XSS)
+    expect(page.locator("#threads .item", has_text="<script>")).not_to_have_count(0)
+    assert page.locator("#turns img, #turns script, #threads img, #threads script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    assert page.dialogs == []
+
+
+def test_the_page_is_usable_with_the_keyboard_alone(server: Server, page: object) -> None:
+    opened(page, server.url)
+    for _ in range(40):  # Tab through the page (bounded) until the message box has the focus
+        if page.evaluate("document.activeElement && document.activeElement.id") == "message":
+            break
+        page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "message"
+    page.keyboard.type("typed with keys")
+    page.keyboard.press("Enter")
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text").last).to_have_text("CEO: Dev did: typed with keys")
+
+
+def test_a_reload_mid_turn_shows_the_finished_turn_once(server: Server, gate: Gate, page: object) -> None:
+    opened(page, server.url)
+    gate.shut()
+    try:
+        send(page, "[hold] slow work")
+        _, waiting = gate.arrivals.get(timeout=60)  # the Developer's model waits at the gate: the turn is running
+        expect(page.locator(".call > .who", has_text="CEO → Developer")).to_have_count(1)
+        page.reload()
+        expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    finally:
+        gate.open()
+    waiting.sendall(b"go\n")
+    waiting.close()
+    answer = "CEO: Dev did: [hold] slow work"
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text", has_text=answer)).to_have_count(1)
+    expect(page.locator("#turns .user-message", has_text="[hold] slow work")).to_have_count(1)
+    expect(page.locator("#turns .agent.sub[data-agent=Developer]")).to_have_count(1)
+    expect(page.locator("#threads summary")).to_have_text(["user->CEO (4)", "CEO->Developer (2)"])
+
+
+@pytest.fixture(scope="module")
+def auth_server() -> Iterator[Server]:
+    server = start_serve(
+        ["--factory", "web_chat_app:build_agency", "--store", "memory", "--ui", "--auth-token-env", "WEB_CHAT_TOKEN"],
+        env={"WEB_CHAT_TOKEN": TOKEN},
+    )
+    yield server
+    server.stop()
+
+
+def test_with_auth_the_page_asks_for_a_token_and_sends_it_as_a_bearer_header(auth_server: Server, page: object) -> None:
+    opened(page, auth_server.url)
+    expect(page.locator("#notice")).to_have_text(re.compile("wants a token"))
+    page.locator("#token").fill("wrong-token")
+    page.locator("#token").press("Enter")
+    expect(page.locator("#notice")).to_have_text(re.compile("refused this token"))
+    page.locator("#token").fill(TOKEN)
+    page.locator("#token").press("Enter")
+    expect(page.locator("#notice")).to_be_hidden()
+    page.wait_for_function("document.getElementById('chart').naturalWidth > 0")
+    send(page, "with a token")
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text").last).to_have_text("CEO: Dev did: with a token")
+    assert page.evaluate(f"sessionStorage.getItem('agency_swarm.token') === {TOKEN!r}")
+
+
+def test_page_headers(server: Server) -> None:
+    import httpx
+
+    for path in ("/ui", "/ui/app.js", "/ui/app.css"):
+        response = httpx.get(server.url + path)
+        assert response.status_code == 200, path
+        policy = response.headers["content-security-policy"]
+        assert "default-src 'self'" in policy
+        assert "unsafe" not in policy
+        assert response.headers["x-content-type-options"] == "nosniff"
+    page = httpx.get(server.url + "/ui").text
+    assert "<script src=\"/ui/app.js\"" in page
+    assert "<script>" not in page
+    assert "http" not in page
+    assert httpx.get(server.url + "/").headers["location"].endswith("ui")
+
+
+def test_with_auth_the_page_is_public_and_every_call_wants_the_token(auth_server: Server) -> None:
+    import httpx
+
+    assert httpx.get(auth_server.url + "/ui").status_code == 200
+    assert httpx.get(auth_server.url + "/ui/app.js").status_code == 200
+    assert httpx.get(auth_server.url + "/ui/chart.svg").status_code == 401
+    assert httpx.get(auth_server.url + "/chats").status_code == 401
+    chart = httpx.get(auth_server.url + "/ui/chart.svg", headers={"Authorization": f"Bearer {TOKEN}"})
+    assert chart.headers["content-type"].startswith("image/svg+xml")
+    assert "<script" not in chart.text
+    assert ">Developer<" in chart.text
+
+
+
+
+@pytest.fixture(scope="module")
+def durable_server(gate: Gate) -> Iterator[Server]:
+    url = require_postgres()
+    server = start_serve(
+        ["--factory", "web_chat_app:build_agency", "--store", url, "--durable", "--durable-queue", "web_chat_ui",
+         "--ui"],
+        env=gate.env,
+    )
+    yield server
+    server.stop()
+
+
+def test_durable_a_reload_mid_turn_goes_on_from_the_turns_events_without_duplicates(
+    durable_server: Server, gate: Gate, page: object
+) -> None:
+    opened(page, durable_server.url)
+    gate.shut()
+    try:
+        send(page, "[hold] durable work")
+        _, waiting = gate.arrivals.get(timeout=60)
+        expect(page.locator(".call > .who", has_text="CEO → Developer")).to_have_count(1)
+        pending = page.evaluate("JSON.parse(sessionStorage.getItem('agency_swarm.pending'))")
+        assert pending["turn"], pending  # durable: the turn's id, to read its events again
+        page.reload()
+        expect(page.locator("body[data-ready=true]")).to_have_count(1)
+        expect(page.locator(".call > .who", has_text="CEO → Developer")).to_have_count(1)  # read again, once
+    finally:
+        gate.open()
+    waiting.sendall(b"go\n")
+    waiting.close()
+    answer = "CEO: Dev did: [hold] durable work"
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text", has_text=answer)).to_have_count(1)
+    turn = page.locator("#turns .turn").last
+    assert turn.locator(".who, .asked, .text, .output").all_text_contents() == [
+        "CEO", "CEO → Developer", "[hold] durable work", "Developer answers CEO", "Dev did: [hold] durable work",
+        "answer: Dev did: [hold] durable work", answer,
+    ]
+    expect(page.locator("#turns .user-message", has_text="[hold] durable work")).to_have_count(1)
+    expect(turn.locator(".usage")).to_have_count(1)
+    assert page.evaluate("sessionStorage.getItem('agency_swarm.pending')") is None

@@ -1,0 +1,46 @@
+"""The agency the web chat page's browser tests serve: CEO sends every user message to Developer and reports back.
+
+Developer's behaviour is chosen by words in the message: "approve" calls `deploy` (it waits for approval); "xss"
+answers with markup that would run script if a page parsed it as HTML; `[hold]` first waits at the test's gate
+(serving_app.GatedModel); anything else is answered "Dev did: <message>".
+"""
+
+from __future__ import annotations
+
+from agents import function_tool
+
+from agency_swarm import Agency, Agent, ThreadStore
+from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall, send_message
+from serving_app import GatedModel
+
+XSS = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2; alert(1)"> done'
+
+
+@function_tool(needs_approval=True)
+def deploy(target: str) -> str:
+    """Deploy to a target, once a person approved it."""
+    return f"deployed {target}"
+
+
+def ceo_script(call: ModelCall) -> Step:
+    if not call.tool_outputs:
+        return send_message("Developer", call.last_user_message)
+    return f"CEO: {call.tool_outputs[-1]}"
+
+
+def developer_script(call: ModelCall) -> Step:
+    message = call.last_user_message
+    if call.tool_outputs:
+        return f"Dev: {call.tool_outputs[-1]}"
+    if "approve" in message:
+        return ToolCall("deploy", {"target": "prod"})
+    if "xss" in message:
+        return XSS
+    return f"Dev did: {message}"
+
+
+def build_agency(store: ThreadStore) -> Agency:
+    ceo = Agent(name="CEO", description="Talks to the user.", model=ScriptedModel(ceo_script, name="ceo"))
+    developer = Agent(name="Developer", description="Writes the code.", tools=[deploy],
+                      model=GatedModel(developer_script, name="dev"))
+    return Agency([ceo, [ceo, developer]], thread_store=store)
