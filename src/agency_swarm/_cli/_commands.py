@@ -179,7 +179,9 @@ AgUiOption = Annotated[
 ]
 UiOption = Annotated[
     bool,
-    typer.Option("--ui", help="Also serve the web chat page at /ui (self-contained; behind the same auth).", metavar=FLAG),
+    typer.Option(
+        "--ui", help="Also serve the web chat page at /ui (self-contained; behind the same auth).", metavar=FLAG
+    ),
 ]
 DurableQueueOption = Annotated[
     str | None,
