@@ -20,6 +20,7 @@ from .._threads._sql_store import SQLThreadStore
 from .._threads._store import MemoryThreadStore, ThreadStore
 from ._auth._access import Access, access_for
 from ._auth._guards import AuthGuard, OwnershipGuard
+from ._auth._owners import ChatOwners
 from ._auth._settings import AuthSettings
 from ._bodies import error_response, failure_response
 from ._guard import PUBLIC_PATHS, RequestGuard
@@ -102,7 +103,7 @@ def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool,
         from ._durable import add_durable_routes
 
         add_durable_routes(app, app.state.agency, turns, protected=protected, write_timeout=streams.write_timeout)
-    _add_ag_ui(app, app.state.agency, streams, turns, protected=protected, enabled=ag_ui)
+    _add_ag_ui(app, app.state.agency, streams, turns, access.owners, protected=protected, enabled=ag_ui)
     access.add_routes(app)
     app.state.access = access
     service = app.state.a2a
@@ -114,7 +115,7 @@ def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool,
         public |= UI_PUBLIC_PATHS
     # The last added runs first: who calls (401 before any body is read), then the path, size and body checks,
     # then whose chat it is (404), then the route.
-    app.add_middleware(OwnershipGuard, index=access.index, clock=lambda: access.clock())
+    app.add_middleware(OwnershipGuard, owners=access.owners)
     app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes)
     app.add_middleware(AuthGuard, authenticator=access.authenticator, public_paths=public)
 
@@ -128,7 +129,8 @@ def _check_options(ag_ui: bool, ui: bool, max_body_bytes: int) -> None:
 
 
 def _add_ag_ui(
-    app: FastAPI, agency: Agency, streams: StreamTurns, turns: Any, *, protected: bool, enabled: bool
+    app: FastAPI, agency: Agency, streams: StreamTurns, turns: Any, owners: ChatOwners, *, protected: bool,
+    enabled: bool,
 ) -> None:
     """`POST /ag-ui` when `enabled`. ag_ui (the protocol's types) is imported only here: an optional extra."""
     if not enabled:
@@ -141,7 +143,7 @@ def _add_ag_ui(
         raise ConfigError(
             "The AG-UI endpoint needs the protocol's types: pip install 'agency-swarm-sdk[ag-ui]'."
         ) from None
-    add_ag_ui_route(app, agency, streams, turns, protected=protected)
+    add_ag_ui_route(app, agency, streams, turns, owners, protected=protected)
 
 
 def _built_agency(agency_factory: AgencyFactory, thread_store: ThreadStore) -> Agency:

@@ -6,12 +6,15 @@ import uuid
 from typing import Annotated, Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
-from fastapi import Depends, FastAPI, Header, Response
+from fastapi import Depends, FastAPI, Header, Request, Response
 from fastapi.security import HTTPBearer
 
 from ..._agency._agency import Agency
 from ..._base._errors import TurnLockLost
+from ..._threads._chat_index import title_of
 from ..._turn._results import ResponseStream
+from .._auth._owners import ChatOwners
+from .._auth._principal import RequestContext, principal_of
 from .._bodies import error_response, error_status, id_for_header
 from .._routes import _entry_point, key_turn_id
 from .._sse import LOCK_LOST, EventPump, EventStreamResponse, Feed, StreamTurns, logger
@@ -31,6 +34,8 @@ _DOC = (
 _ERRORS = {
     400: "bad_request: Last-Event-ID is not the id of an event of this run (durable mode)",
     401: "unauthorized: missing or wrong bearer token",
+    404: "not_found: `threadId` is another principal's chat (as every route of it answers), or a resume names a "
+    "chat the caller does not own",
     413: "request_too_large: the body is over the server's limit",
     422: "invalid_request: the body is not an AG-UI RunAgentInput, or its text is not valid UTF-8",
 }
@@ -134,8 +139,12 @@ def _last_event_id(value: str | None) -> int | None:
     return int(value) if value.lstrip("-").isdigit() and int(value) >= -1 else None
 
 
-def add_ag_ui_route(app: FastAPI, agency: Agency, streams: StreamTurns, turns: Any, *, protected: bool) -> None:
-    """`POST /ag-ui` on the app; `turns`: durable mode's DurableTurns, or None."""
+def add_ag_ui_route(
+    app: FastAPI, agency: Agency, streams: StreamTurns, turns: Any, owners: ChatOwners, *, protected: bool
+) -> None:
+    """`POST /ag-ui` on the app; `turns`: durable mode's DurableTurns, or None. `threadId` names a chat as a chat
+    route's path does, and `owners` rules it the same way: a run with a new message claims the chat (or is refused
+    with the same 404 as a chat route of another principal's chat), a resume writes to one the caller owns."""
     descriptions = {name: str(getattr(agent, "description", "") or "") for name, agent in agency.agents.items()}
     shown = [status for status in _ERRORS if protected or status != 401]
     json_error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}}
@@ -150,7 +159,8 @@ def add_ag_ui_route(app: FastAPI, agency: Agency, streams: StreamTurns, turns: A
         status_code=200, response_class=EventStreamResponse,
     )
     async def ag_ui_run(
-        run: RunAgentInput, last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None
+        http: Request, run: RunAgentInput,
+        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
     ) -> Response:
         """Run one AG-UI run on the chat `threadId`: a new turn with the last message (the user's), or, with `resume`
         entries, the chat's paused turn with those decisions. The same `runId` again is the same turn."""
@@ -160,40 +170,59 @@ def add_ag_ui_route(app: FastAPI, agency: Agency, streams: StreamTurns, turns: A
         translator = Translator(run.thread_id, run.run_id, descriptions=descriptions)
         try:
             request = run_request(run)
+            context: RequestContext[Any] = RequestContext(principal_of(http.scope), request.chat_id)
+            refusal = await _refusal(owners, request, context)
+            if refusal is not None:
+                return refusal  # before the stream starts: nothing tells another principal's chat from none
             once = None if turns is not None else f"{run.run_id}:{uuid.uuid4().hex[:8]}"  # durable: read again
             translator = Translator(
                 run.thread_id, run.run_id, known_calls=request.known_calls, known_results=request.known_results,
                 descriptions=descriptions, id_prefix=once,
             )
             if turns is not None:
-                return await _durable_run(turns, request, translator, after, streams.write_timeout)
-            pump = AgUiPump(_turn_stream(agency, request), translator, request.chat_id, streams.write_timeout)
+                return await _durable_run(turns, request, context, translator, after, streams.write_timeout)
+            stream = _turn_stream(agency, request, context)
+            pump = AgUiPump(stream, translator, request.chat_id, streams.write_timeout)
         except Exception as exc:
             return await failed_run(translator, exc, run.thread_id, streams.write_timeout)
         streams.start(pump)
         return EventStreamResponse(pump)
 
 
-def _turn_stream(agency: Agency, request: RunRequest) -> ResponseStream:
+async def _refusal(owners: ChatOwners, request: RunRequest, context: RequestContext[Any]) -> Response | None:
+    """What a chat route of the thread would answer its caller, when not allowed: a run with a new message claims
+    the chat (as a POST of a message does); a resume writes to the caller's own."""
+    claiming = request.message is not None
+    return await owners.refusal(
+        request.chat_id, context.principal, claiming=claiming, title=title_of(request.message)
+    )
+
+
+def _turn_stream(agency: Agency, request: RunRequest, context: RequestContext[Any]) -> ResponseStream:
     turn_id = key_turn_id(request.key)
     if request.message is None:
         return agency.resume_stream(
-            request.chat_id, approve=request.approve, reject=dict(request.reject), turn_id=turn_id
+            request.chat_id, approve=request.approve, reject=dict(request.reject), turn_id=turn_id, context=context
         )
     recipient = _entry_point(agency, request.recipient_agent)
-    return agency.get_response_stream(request.message, recipient, chat_id=request.chat_id, turn_id=turn_id)
+    return agency.get_response_stream(
+        request.message, recipient, chat_id=request.chat_id, turn_id=turn_id, context=context
+    )
 
 
 async def _durable_run(
-    turns: Any, request: RunRequest, translator: Translator, after: int, write_timeout: float
+    turns: Any, request: RunRequest, context: RequestContext[Any], translator: Translator, after: int,
+    write_timeout: float,
 ) -> Response:
     if request.message is None:
         handle = await turns.resume(
-            chat_id=request.chat_id, approve=request.approve, reject=dict(request.reject), key=request.key
+            chat_id=request.chat_id, approve=request.approve, reject=dict(request.reject), key=request.key,
+            context=context,
         )
     else:
         handle = await turns.submit(
-            request.message, chat_id=request.chat_id, recipient_agent=request.recipient_agent, key=request.key
+            request.message, chat_id=request.chat_id, recipient_agent=request.recipient_agent, key=request.key,
+            context=context,
         )
     feed = AgUiDurableFeed(handle, translator, after, write_timeout)
     return EventStreamResponse(feed, headers={"turn-id": id_for_header(handle.turn_id)}, producer=feed.run)

@@ -17,6 +17,7 @@ from ..._threads._store import ThreadStore
 from ._chats import add_chat_list_route
 from ._context import RequestRules, show_context_schema
 from ._jwt import Authenticator
+from ._owners import ChatOwners
 from ._settings import AuthSettings, legacy_settings
 
 logger = secret_free_logger("agency_swarm.serving")
@@ -24,12 +25,17 @@ logger = secret_free_logger("agency_swarm.serving")
 
 @dataclass
 class Access:
-    """`clock`: the wall clock a chat's activity is read from (seconds since the epoch; tests set their own)."""
+    """`clock`: the wall clock a chat's activity is read from (seconds since the epoch; tests set their own).
+    `owners`: the ownership rules on `index`, one for every route that names a chat."""
 
     authenticator: Authenticator | None
     index: ChatIndex
     rules: RequestRules
     clock: Callable[[], float] = field(default=time.time)
+    owners: ChatOwners = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.owners = ChatOwners(self.index, lambda: self.clock())
 
     def add_routes(self, app: FastAPI) -> None:
         """GET /chats, the request rules the routes read, and the declared context schema in the OpenAPI document."""

@@ -1,22 +1,21 @@
-"""The ASGI guards: AuthGuard (who calls; 401 before the body is read) and OwnershipGuard (whose chat it is; 404
-for every route of another principal's chat, before the route runs)."""
+"""The ASGI guards: AuthGuard (who calls; 401 before the body is read) and OwnershipGuard (whose chat it is, by the
+rules of `_owners.ChatOwners`; 404 for every route of another principal's chat, before the route runs)."""
 
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
-from collections.abc import Callable
 
 import anyio.to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..._base._errors import InvalidChatId
 from ..._base._redact import secret_free_logger
-from ..._threads._chat_index import ChatIndex, title_of
+from ..._threads._chat_index import title_of
 from ..._threads._manager import check_chat_id
-from .._bodies import error_response, error_status
+from .._bodies import error_response
 from .._guard import PUBLIC_PATHS
 from ._jwt import Authenticator, AuthUnavailable, Unauthorized
+from ._owners import ChatOwners
 from ._principal import ANONYMOUS, PRINCIPAL_KEY, Principal
 
 logger = secret_free_logger("agency_swarm.serving")
@@ -24,9 +23,7 @@ logger = secret_free_logger("agency_swarm.serving")
 CREATING = frozenset({"messages", "messages:stream"})
 """A POST to /chats/{id}/<one of these> may start a chat; every other chat route needs one that exists."""
 READING = frozenset({"GET", "HEAD"})
-OWNER_CACHE_SIZE = 65_536
 INLINE_PARSE_BYTES = 16 * 1024
-NOT_FOUND = "No chat of that id."
 
 
 def route_path(scope: Scope) -> str:
@@ -65,16 +62,13 @@ class AuthGuard:
 
 
 class OwnershipGuard:
-    """Every route under /chats/{chat_id} runs only for the chat's owner: another principal gets the same 404 as
-    for a chat that does not exist. A POST of a message claims an unowned chat for the caller (and sets its title
-    and activity); a chat stored before it had an owner is an admin's only. An admin reads (GET) every chat but
-    writes only its own and unowned ones. A deleted chat is marked so in the index once its DELETE answered 204.
+    """Every route under /chats/{chat_id} runs only as `ChatOwners` allows: another principal gets the same 404 as
+    for a chat that does not exist, before the route runs. A POST of a message claims the chat (its title from the
+    message); GET and HEAD read; every other method writes. A deleted chat is marked so in the index once its
+    DELETE answered 204."""
 
-    Owners never change (`_chat_index`), so each owner read is kept in a bounded cache."""
-
-    def __init__(self, app: ASGIApp, *, index: ChatIndex, clock: Callable[[], float]) -> None:
-        self.app, self.index, self.clock = app, index, clock
-        self._owners: OrderedDict[str, str] = OrderedDict()
+    def __init__(self, app: ASGIApp, *, owners: ChatOwners) -> None:
+        self.app, self.owners = app, owners
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         segments = route_path(scope).split("/") if scope["type"] == "http" else []
@@ -83,60 +77,26 @@ class OwnershipGuard:
             return
         chat_id, rest = segments[2], "/".join(segments[3:])
         principal: Principal = scope[PRINCIPAL_KEY]
-        creating = scope["method"] == "POST" and rest in CREATING
-        try:
-            if creating:
-                body, receive = await _read_body(receive)
-                allowed = await self._claim(chat_id, principal, await _title(body))
-            else:
-                allowed = await self._may(chat_id, principal, scope["method"] in READING)
-        except Exception as exc:  # the index's store failed: 503, as a route would answer
-            status, detail = error_status(exc)
-            logger.error("Chat %r: checking its owner failed (%s)", chat_id, type(exc).__name__, exc_info=exc)
-            await error_response(status, detail.type, detail.message)(scope, receive, send)
-            return
-        if not allowed:
-            await error_response(404, "not_found", NOT_FOUND)(scope, receive, send)
+        title = None
+        claiming = scope["method"] == "POST" and rest in CREATING
+        if claiming:
+            body, receive = await _read_body(receive)
+            title = await _title(body)
+        refusal = await self.owners.refusal(
+            chat_id, principal, reading=scope["method"] in READING, claiming=claiming, title=title
+        )
+        if refusal is not None:
+            await refusal(scope, receive, send)
             return
         if scope["method"] == "DELETE" and not rest:
             send = self._forget_when_deleted(chat_id, send)
         await self.app(scope, receive, send)
 
-    async def _owner(self, chat_id: str) -> str | None:
-        owner = self._owners.get(chat_id)
-        if owner is not None:
-            self._owners.move_to_end(chat_id)
-            return owner
-        owner = await self.index.chat_owner(chat_id)
-        if owner is not None:
-            self._owners[chat_id] = owner
-            if len(self._owners) > OWNER_CACHE_SIZE:
-                self._owners.popitem(last=False)
-        return owner
-
-    async def _may(self, chat_id: str, principal: Principal, reading: bool) -> bool:
-        if reading and principal.admin:
-            return True
-        owner = await self._owner(chat_id)
-        return owner == principal.name or (owner is None and principal.admin)
-
-    async def _claim(self, chat_id: str, principal: Principal, title: str | None) -> bool:
-        owner = await self._owner(chat_id)
-        if owner is not None and owner != principal.name:
-            return False
-        if owner is None and not principal.admin and await self.index.chat_stored(chat_id):
-            return False  # stored before chats had owners: not for the first principal who names it
-        now_us = int(self.clock() * 1_000_000)
-        if not await self.index.claim_chat(chat_id, principal.name, title, now_us):
-            return False  # another principal claimed it first
-        self._owners[chat_id] = principal.name
-        return True
-
     def _forget_when_deleted(self, chat_id: str, send: Send) -> Send:
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 204:
                 try:
-                    await self.index.forget_chat(chat_id)
+                    await self.owners.forget(chat_id)
                 except Exception as exc:  # the chat is gone; only its entry in the owner's list stays
                     logger.error("Chat %r: deleted, but its list entry stays (%s)", chat_id, type(exc).__name__)
             await send(message)
