@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agency_swarm import Agency, Agent, MemoryThreadStore, StoreError, ThreadStore, file_part, image_part
+from agency_swarm._attachments._media import sniff
 from agency_swarm.testing import ModelCall, ScriptedModel, Step, send_message
 from test_store_contract import BACKENDS, POSTGRES_URL, Backend, _postgres_reachable
 
@@ -41,14 +42,14 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, 
     return name, BACKENDS[name](tmp_path)
 
 
-def team(store: ThreadStore, seen: dict[str, list[ModelCall]]) -> Agency:
+def team(store: ThreadStore, seen: dict[str, list[ModelCall]], image_id: str = PNG_ID) -> Agency:
     """CEO passes the image it was sent on to Dev; each model records its calls in `seen`."""
 
     def ceo(call: ModelCall) -> Step:
         seen.setdefault("CEO", []).append(call)
         if call.tool_outputs:
             return "done"
-        return send_message("Dev", "Look.", None, [PNG_ID]) if call.last_user_message != "again" else "again?"
+        return send_message("Dev", "Look.", None, [image_id]) if call.last_user_message != "again" else "again?"
 
     def dev(call: ModelCall) -> Step:
         seen.setdefault("Dev", []).append(call)
@@ -63,19 +64,19 @@ def ask() -> list[dict[str, Any]]:
                                          file_part(PDF, filename="r.pdf")]}]
 
 
-async def blob_count(name: str, store: Any, tmp_path: Path) -> int:
+async def blob_count(name: str, store: Any, tmp_path: Path, digest: str = DIGEST) -> int:
     """How many copies of the PNG's bytes the store keeps (outside the items)."""
     if name in ("memory", "callbacks"):
-        return int(DIGEST in store._blobs) if name == "memory" else 0
+        return int(digest in store._blobs) if name == "memory" else 0
     if name == "file":
-        return int((tmp_path / "threads" / "blobs" / DIGEST).exists())
+        return int((tmp_path / "threads" / "blobs" / digest).exists())
     if name == "sqlite":
         with sqlite3.connect(tmp_path / "threads.db") as conn:
-            found = conn.execute("SELECT count(*) FROM agency_swarm_blobs WHERE digest = ?", (DIGEST,)).fetchone()
+            found = conn.execute("SELECT count(*) FROM agency_swarm_blobs WHERE digest = ?", (digest,)).fetchone()
             return int(found[0])
     conn = await asyncpg.connect(POSTGRES_URL)
     try:
-        return int(await conn.fetchval("SELECT count(*) FROM agency_swarm_blobs WHERE digest = $1", DIGEST))
+        return int(await conn.fetchval("SELECT count(*) FROM agency_swarm_blobs WHERE digest = $1", digest))
     finally:
         await conn.close()
 
@@ -107,17 +108,23 @@ async def test_bytes_are_stored_once_and_a_delete_frees_only_what_no_chat_holds(
     if not opened.can_delete:
         pytest.skip("the load/save callbacks keep the bytes inline in what they save")
     store = await opened.open()
-    agency = team(store, {})
+    seen: dict[str, list[ModelCall]] = {}
+    # bytes of this test alone: a shared database may hold the fixed PNG for chats of other tests or runs
+    image = PNG + uuid.uuid4().bytes
+    digest = hashlib.sha256(image).hexdigest()
+    message = [{"role": "user", "content": [{"type": "input_text", "text": "Look"}, image_part(image)]}]
+    agency = team(store, seen, "att_" + digest[:12])
     first, second = f"att-{uuid.uuid4().hex[:10]}", f"att-{uuid.uuid4().hex[:10]}"
-    await agency.get_response(ask(), chat_id=first)  # sent once, passed on to Dev: one copy
-    await agency.get_response(ask(), chat_id=second)  # the same image in another chat: still one copy
-    assert await blob_count(name, store, tmp_path) == 1
+    await agency.get_response(message, chat_id=first)  # sent once, passed on to Dev: one copy
+    await agency.get_response(message, chat_id=second)  # the same image in another chat: still one copy
+    assert await blob_count(name, store, tmp_path, digest) == 1
+    assert any("input_image" in repr(call.input) for call in seen["Dev"])  # passed on, by reference
     await agency.thread_manager.delete_chat(first)
-    assert await blob_count(name, store, tmp_path) == 1  # the second chat holds it
-    assert set(await store.load_attachments(second, [DIGEST])) == {DIGEST}  # type: ignore[attr-defined]
-    assert await store.load_attachments(first, [DIGEST]) == {}  # type: ignore[attr-defined]
+    assert await blob_count(name, store, tmp_path, digest) == 1  # the second chat holds it
+    assert set(await store.load_attachments(second, [digest])) == {digest}  # type: ignore[attr-defined]
+    assert await store.load_attachments(first, [digest]) == {}  # type: ignore[attr-defined]
     await agency.thread_manager.delete_chat(second)
-    assert await blob_count(name, store, tmp_path) == 0
+    assert await blob_count(name, store, tmp_path, digest) == 0
     await agency.aclose()
 
 
@@ -144,8 +151,9 @@ parts = st.one_of(
     st.tuples(binaries, st.sampled_from(["auto", "low", "high"])).map(
         lambda pair: image_part(PNG_HEAD + pair[0], detail=pair[1])),  # type: ignore[arg-type]
     binaries.map(lambda body: file_part(b"%PDF-1.7\n" + body, filename="doc.pdf")),
-    binaries.map(lambda body: {"type": "input_file", "file_data": base64.b64encode(body).decode(),
-                               "filename": "notes.txt"}),
+    # a text file's bytes that do not begin like an image or a PDF (those must declare their own type)
+    binaries.filter(lambda body: sniff(body) is None).map(
+        lambda body: {"type": "input_file", "file_data": base64.b64encode(body).decode(), "filename": "notes.txt"}),
     st.sampled_from([{"type": "input_image", "image_url": "https://example.com/a.png", "detail": "low"},
                      {"type": "input_image", "file_id": "file-abc", "detail": "auto"},
                      {"type": "input_file", "file_url": "https://example.com/b.pdf"},
