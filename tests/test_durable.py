@@ -10,7 +10,7 @@ import pytest
 from agents import function_tool
 from openai.types.responses import ResponseReasoningItem
 
-from agency_swarm import Agency, Agent, ConfigError, MemoryThreadStore
+from agency_swarm import Agency, Agent, ChatNotLoaded, ConfigError, MemoryThreadStore
 from agency_swarm._turn._history import window_of
 from agency_swarm.testing import ModelCall, ScriptedModel, Text, ToolCall, send_message
 
@@ -289,7 +289,7 @@ async def test_delete_chat_forgets_it_here_and_in_the_store() -> None:
     await agency.get_response("hi", chat_id="kept")
     await agency.thread_manager.delete_chat("gone")
     assert await store.list_chats() == ["kept"]
-    with pytest.raises(ConfigError, match=r"not loaded in this process .* `await agency.get_threads\('gone'\)"):
+    with pytest.raises(ChatNotLoaded, match=r"not loaded in this process .* `await agency.get_threads\('gone'\)"):
         agency.thread_manager.get_threads("gone")  # not held here: {} would only say what memory lacks
     assert await agency.get_threads("gone") == {}  # what the store holds
     result = await agency.get_response("again", chat_id="gone")  # starts afresh
