@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -80,6 +81,15 @@ def send(page: object, message: str) -> None:
     page.locator("#message").press("Enter")  # type: ignore[attr-defined]
 
 
+
+def chart_drawn(page: Any) -> None:
+    """The chart's <img> has its source and decodes to a picture. Polling a predicate in the page would need
+    `eval`, which the page's Content-Security-Policy forbids; `decode()` waits for the image instead."""
+    expect(page.locator("#chart")).to_have_attribute("src", re.compile("^blob:"))
+    width = page.evaluate("() => { const chart = document.getElementById('chart'); "
+                          "return chart.decode().then(() => chart.naturalWidth); }")
+    assert width > 0
+
 def test_a_turn_streams_with_the_developer_nested_under_the_ceos_send(server: Server, page: object) -> None:
     opened(page, server.url)
     send(page, "build the login page")
@@ -100,7 +110,7 @@ def test_a_turn_streams_with_the_developer_nested_under_the_ceos_send(server: Se
     expect(page.locator("#turns .usage").last).to_contain_text("requests 3, input 30 tokens, output 15 tokens")
     expect(page.locator("#chats button", has_text="build the login page")).to_have_count(1)
     expect(page.locator("#threads summary")).to_have_text(["user->CEO (4)", "CEO->Developer (2)"])
-    page.wait_for_function("document.getElementById('chart').naturalWidth > 0")
+    chart_drawn(page)
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
     assert SCREENSHOT.stat().st_size > 10_000
@@ -192,7 +202,7 @@ def test_with_auth_the_page_asks_for_a_token_and_sends_it_as_a_bearer_header(aut
     page.locator("#token").fill(TOKEN)
     page.locator("#token").press("Enter")
     expect(page.locator("#notice")).to_be_hidden()
-    page.wait_for_function("document.getElementById('chart').naturalWidth > 0")
+    chart_drawn(page)
     send(page, "with a token")
     expect(page.locator("#turns .agent[data-agent=CEO] > .text").last).to_have_text("CEO: Dev did: with a token")
     assert page.evaluate(f"sessionStorage.getItem('agency_swarm.token') === {TOKEN!r}")

@@ -73,7 +73,9 @@ AdminScopeOption = Annotated[
 ]
 AdminOption = Annotated[
     list[str] | None,
-    typer.Option("--admin", help="A principal that may read every chat (repeat for more).", show_default=False),
+    typer.Option(
+        "--admin", help="A principal that may read every chat (repeat for more).", show_default=False, metavar="<str>"
+    ),
 ]
 InsecureOption = Annotated[
     bool,
@@ -90,7 +92,7 @@ AdditionalInstructionsOption = Annotated[
     bool,
     typer.Option(
         "--allow-additional-instructions",
-        help="Requests may add to the entry agent's instructions: whoever can call the server can then steer the "
-        "agents (prompt injection).", metavar=FLAG,
+        help="Requests may add `additional_instructions` to the entry agent's instructions: whoever can call the "
+        "server can then steer the agents (prompt injection).", metavar=FLAG,
     ),
 ]
