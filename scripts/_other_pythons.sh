@@ -1,7 +1,8 @@
 # Sourced by test.sh: the fast tests on the other CPython versions pyproject.toml claims (3.12, 3.13), each in its
 # own virtualenv (.venv-3.12, .venv-3.13) made as .venv is. The interpreter is pyenv's newest 3.X, else python3.X on
 # PATH; a version not found is said and skipped. `other_pythons_start` installs their venvs in the background (while
-# the whole suite runs on .venv's Python), `other_pythons_test` waits for them and runs the fast tests.
+# lint and type checks run), `other_pythons_wait` waits for them before the suite starts (so that no install takes
+# CPU from the tests that bound a server's answer times), `other_pythons_test` runs their fast tests.
 OTHER_PYTHONS=(3.12 3.13)
 FAST_TESTS=(
   tests/test_python_versions.py tests/test_lent_history.py tests/test_cli.py tests/test_threads.py
@@ -38,7 +39,7 @@ other_pythons_start() {
   done
 }
 
-other_pythons_test() {
+other_pythons_wait() {
   local version
   for version in "${OTHER_PYTHONS[@]}"; do
     [ -n "${OTHER_PYTHON_INSTALLS[$version]:-}" ] || continue
@@ -47,6 +48,13 @@ other_pythons_test() {
       echo "== CPython $version: installing .venv-$version failed (above)"
       return 1
     fi
+  done
+}
+
+other_pythons_test() {
+  local version
+  for version in "${OTHER_PYTHONS[@]}"; do
+    [ -n "${OTHER_PYTHON_INSTALLS[$version]:-}" ] || continue
     echo "== pytest, fast tests on CPython $version (.venv-$version)"
     ".venv-$version/bin/python" -m pytest -q -p no:cacheprovider "${FAST_TESTS[@]}"
   done
