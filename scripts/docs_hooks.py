@@ -24,7 +24,8 @@ HELP_WIDTH = "100"
 
 def _openapi_schema() -> dict[str, Any]:
     spec = importlib.util.spec_from_file_location("agency_swarm_openapi_script", ROOT / "scripts" / "openapi.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     schema: dict[str, Any] = module.schema()

@@ -13,10 +13,12 @@ may stand for `readme-test:`:
   API_TOKEN) listens on 127.0.0.1:8000, or on a free port when 8000 is taken, and the README's exact `curl` line
   runs against it (only `localhost:8000` is rewritten then).
 
-Blocks in other languages (yaml, ini, json, text, ...) are not run. Commands run with OPENAI_API_KEY unset and `.venv/bin` first on PATH: `bash scripts/...` from the repository root
-(as the set-up says), the others in a scratch directory; optional arguments written `[like this]` are left out.
+Blocks in other languages (yaml, ini, json, text, ...) are not run. Commands run with OPENAI_API_KEY unset and
+`.venv/bin` first on PATH: `bash scripts/...` from the repository root (as the set-up says), the others in a scratch
+directory; optional arguments written `[like this]` are left out.
 Python blocks of a page run one after another with top-level `await` allowed, each in a namespace that first holds
-offline stand-ins the pages assume: `ceo`, `dev`, `agency` (scripted models) and `web_search`; a block may redefine them.
+offline stand-ins the pages assume: `ceo`, `dev`, `agency` (scripted models) and `web_search`; a block may redefine
+them.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ def run_command(command: str, scratch: Path, **env: str) -> subprocess.Completed
         command, shell=True, cwd=where, env=command_env(**env), capture_output=True, text=True,
         timeout=COMMAND_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 0, f"documented command `{command}` failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+    assert done.returncode == 0, f"command `{command}` failed ({done.returncode}):\n{done.stdout}{done.stderr}"
     return done
 
 
