@@ -125,7 +125,8 @@ def test_the_demo_installs_the_package_alone_and_the_tests_the_dev_extras(tmp_pa
 
 
 OTHER_PYTHONS = (
-    "source scripts/_venv.sh && source scripts/_other_pythons.sh && other_pythons_start && other_pythons_test"
+    "source scripts/_venv.sh && source scripts/_other_pythons.sh && other_pythons_start && other_pythons_wait"
+    " && other_pythons_test"
 )
 
 
