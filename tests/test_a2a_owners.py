@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import a2a_app
+import auth_app
 from agency_swarm import FileThreadStore, MemoryThreadStore, SQLThreadStore, ThreadStore
 from agency_swarm.serving import AuthSettings, create_app
 from postgres_support import require_postgres
@@ -66,16 +67,19 @@ class Served:
     url: str
     app: Any
     tokens: dict[str, str]
+    names: dict[str, str]
 
 
 @contextlib.asynccontextmanager
-async def served(store: ThreadStore, *, authenticated: bool = True) -> AsyncIterator[Served]:
+async def served(
+    store: ThreadStore, *, authenticated: bool = True, factory: Any = a2a_app.build_remote
+) -> AsyncIterator[Served]:
     names = {role: f"{role}-{uuid.uuid4().hex[:8]}" for role in (ALICE, BOB, ROOT)}
     tokens = {role: f"token-{uuid.uuid4().hex}" for role in names}
     auth = AuthSettings(tokens={names[role]: tokens[role] for role in names}, admins=(names[ROOT],))
-    app = create_app(a2a_app.build_remote, store=store, auth=auth if authenticated else None, a2a=True)
+    app = create_app(factory, store=store, auth=auth if authenticated else None, a2a=True)
     async with app.router.lifespan_context(app), live(app) as url:
-        yield Served(url, app, tokens)
+        yield Served(url, app, tokens, names)
 
 
 @pytest.fixture(params=STORES)
@@ -274,6 +278,15 @@ async def test_without_authentication_the_one_caller_has_every_task(tmp_path: Pa
     assert got["result"]["id"] == task["id"]
     assert [item["id"] for item in listed["result"]["tasks"]] == [task["id"]]
     assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+async def test_tools_of_an_a2a_turn_see_the_caller(tmp_path: Path) -> None:
+    store = SQLThreadStore(f"sqlite:///{tmp_path / 'chats.db'}")
+    async with served(store, factory=auth_app.build_agency) as server, client_for(server, ALICE) as alice:
+        chat = unique("who")
+        task = await task_of(alice, sent("whoami", chat))
+    said = "\n".join(part.text for artifact in task.artifacts for part in artifact.parts if part.text)
+    assert said == f"tool: {server.names[ALICE]} of - in {chat}"
 
 
 # -- generated sequences against a model ---------------------------------------------------------------------------
