@@ -188,6 +188,13 @@ async def test_another_principals_task_answers_every_method_as_a_missing_one(ser
         assert still.status.state == TaskState.TASK_STATE_INPUT_REQUIRED  # neither canceled nor approved
         assert {task.id for task in (await alice.list_tasks(ListTasksRequest())).tasks} == {paused, done}
     assert a2a_app.deployed == []
+    async with httpx.AsyncClient(timeout=60) as http:
+        listed = {who: (await http.get(f"{server.url}/chats", headers=headers(server, who))).json()["chats"]
+                  for who in (ALICE, BOB)}
+    assert {(chat["chat_id"], chat["title"]) for chat in listed[ALICE]} == {
+        (paused_chat, "[deploy] v1"), (done_chat, "the parser")
+    }
+    assert listed[BOB] == []
     assert user_texts(await app.state.agency.get_threads(done_chat)) == ["the parser"]
     assert user_texts(await app.state.agency.get_threads(paused_chat)) == ["[deploy] v1"]
 
