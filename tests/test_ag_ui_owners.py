@@ -151,6 +151,30 @@ def test_every_operation_names_its_chat_in_its_path_or_is_listed_here(app: Any) 
         assert field in schemas[body]["properties"], (name, "the listed field is not in its body any more")
 
 
+PUBLIC_PAGES = frozenset({"/openapi.json", "/.well-known/agent-card.json", "/", "/ui", "/ui/app.js", "/ui/app.css",
+                          "/ui/chart.svg"})
+"""Routes outside the OpenAPI document that name no chat: the document, the Agent Card, the web chat's files."""
+A2A_ROUTES = frozenset({
+    "/a2a/jsonrpc", "/a2a/rest/message:send", "/a2a/rest/message:stream", "/a2a/rest/tasks",
+    "/a2a/rest/tasks/{id}", "/a2a/rest/tasks/{id}:cancel", "/a2a/rest/tasks/{id}:subscribe",
+    "/a2a/rest/tasks/{id}/pushNotificationConfigs", "/a2a/rest/tasks/{id}/pushNotificationConfigs/{push_id}",
+    "/a2a/rest/extendedAgentCard",
+})
+"""The A2A routes (outside the OpenAPI document: A2A has its own). A task is its chat's (its context id): each route
+that names a task answers another principal's one as a missing one, a message into another's context is refused,
+and the listing holds the caller's tasks only (tests/test_a2a_owners.py drives each with two principals; the
+extended card names no task, and this server serves none)."""
+
+
+def test_every_route_outside_the_openapi_document_is_public_or_ruled_by_task_owners() -> None:
+    built = create_app(build_agency, store=MemoryThreadStore(), auth=AuthSettings(tokens=TOKENS), ag_ui=True,
+                       a2a=True, ui=True)
+    documented = set(built.openapi()["paths"])
+    outside = {route.path for route in built.router.routes if getattr(route, "path", None) not in documented}
+    assert outside == PUBLIC_PAGES | A2A_ROUTES, "a new route: rule its chat's owner, then list it here"
+    assert not any("{chat_id}" in path for path in outside)
+
+
 @pytest.mark.parametrize("operation", sorted(BODY_ADDRESSED))
 async def test_a_body_addressed_route_answers_another_principals_chat_as_the_chat_routes_do(
     app: Any, operation: str

@@ -81,7 +81,7 @@ def create_app(
     agency = _built_agency(agency_factory, thread_store)
     turns = _durable_turns(agency, store, durable)
     service = _a2a_service(
-        agency, thread_store, a2a, protected=access.authenticator is not None, durable=turns is not None
+        agency, thread_store, a2a, access.owners, protected=access.authenticator is not None, durable=turns is not None
     )
     app = FastAPI(
         title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
@@ -211,7 +211,9 @@ def _durable_turns(agency: Agency, store: ThreadStore | str, durable: bool | Map
     return DurableTurns(agency, **options)
 
 
-def _a2a_service(agency: Agency, store: ThreadStore, a2a: object, *, protected: bool, durable: bool) -> Any:
+def _a2a_service(
+    agency: Agency, store: ThreadStore, a2a: object, owners: ChatOwners, *, protected: bool, durable: bool
+) -> Any:
     """The app's A2AService, or None. a2a-sdk is imported only here: an optional extra."""
     if a2a is False:
         return None
@@ -226,7 +228,7 @@ def _a2a_service(agency: Agency, store: ThreadStore, a2a: object, *, protected: 
     require_a2a()
     from ._a2a._service import A2AService
 
-    return A2AService(agency, store, protected=protected)
+    return A2AService(agency, store, owners, protected=protected)
 
 
 def _add_error_handlers(app: FastAPI) -> None:

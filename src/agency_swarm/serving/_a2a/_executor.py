@@ -31,6 +31,8 @@ from ..._remote._protocol import (
 )
 from ..._turn._results import RunResult
 from ..._turn._state import CALLER_DEPTH
+from .._auth._principal import PRINCIPAL_KEY, Principal
+from .._auth._principal import RequestContext as CallerContext
 
 logger = secret_free_logger("agency_swarm.serving")
 
@@ -53,6 +55,7 @@ class Job:
 
     text: str | None = None
     recipient: str | None = None
+    context: CallerContext[Any] | None = None
     depth: int = 0
     approve: list[str] = field(default_factory=list)
     reject: dict[str, str | None] = field(default_factory=dict)
@@ -79,6 +82,9 @@ class AgencyExecutor(AgentExecutor):
         except Refused as refusal:
             await _refuse(updater, str(refusal), current if waiting else None)
             return
+        principal = context.call_context.state.get(PRINCIPAL_KEY)
+        if isinstance(principal, Principal):  # tools see the caller, as on the chat routes
+            job.context = CallerContext(principal, chat_id)
         token = CALLER_DEPTH.set(job.depth)
         try:
             await self._run(updater, chat_id, task_id, job, current if waiting else None)
@@ -88,9 +94,11 @@ class AgencyExecutor(AgentExecutor):
     async def _run(self, updater: TaskUpdater, chat_id: str, task_id: str, job: Job, paused: Task | None) -> None:
         try:
             if job.text is not None:
-                stream = self.agency.get_response_stream(job.text, job.recipient, chat_id=chat_id, turn_id=task_id)
+                stream = self.agency.get_response_stream(
+                    job.text, job.recipient, chat_id=chat_id, turn_id=task_id, context=job.context
+                )
             else:
-                stream = self.agency.resume_stream(chat_id, approve=job.approve, reject=job.reject)
+                stream = self.agency.resume_stream(chat_id, approve=job.approve, reject=job.reject, context=job.context)
             await updater.start_work()
             async with stream:
                 async for event in stream:

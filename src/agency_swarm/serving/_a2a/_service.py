@@ -13,11 +13,13 @@ from a2a.server.events import Event as A2AEvent
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.server.routes.common import DefaultServerCallContextBuilder
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
     AgentInterface,
     AgentSkill,
+    CancelTaskRequest,
     HTTPAuthSecurityScheme,
     Message,
     SecurityRequirement,
@@ -35,10 +37,14 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from ..._agency._agency import Agency
 from ..._base._errors import InvalidChatId
+from ..._remote._protocol import message_text
+from ..._threads._chat_index import title_of
 from ..._threads._manager import check_chat_id
 from ..._threads._store import ThreadStore
+from .._auth._owners import NOT_FOUND, ChatOwners
+from .._auth._principal import PRINCIPAL_KEY, Principal
 from ._executor import AgencyExecutor
-from ._tasks import RESERVED, StoreTasks, new_task_id
+from ._tasks import RESERVED, WRITING, StoreTasks, new_task_id
 
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
@@ -60,15 +66,35 @@ class TaskIds(RequestContextBuilder):
         return RequestContext(call_context=context, request=params, task_id=task_id, context_id=context_id, task=task)
 
 
+class PrincipalContexts(DefaultServerCallContextBuilder):
+    """The a2a-sdk's call context, with the caller the authentication guard found (`PRINCIPAL_KEY` in its state)."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        headers = context.state.get("headers")
+        if isinstance(headers, dict):  # the bearer token stays with the HTTP request (the SDK reads A2A-Version)
+            context.state["headers"] = {name: value for name, value in headers.items() if name != "authorization"}
+        context.state[PRINCIPAL_KEY] = request.scope.get(PRINCIPAL_KEY)
+        return context
+
+
 class AgencyRequestHandler(DefaultRequestHandler):
-    """The a2a-sdk's request handling, after our checks: the context id is a chat id we serve, a task id names a
-    task of that chat (else: not found, as every route answers for another chat's things), and a message sent again
-    returns the task it started."""
+    """The a2a-sdk's request handling, after our checks: the context id is a chat id we serve, and the caller's (a
+    message claims a new one, `ChatOwners.claim`); a task id names a task of that chat (else: not found, as every
+    route answers for another chat's things), and a message sent again returns the task it started. Reads (get,
+    list, subscribe) see the tasks of the chats the caller may read; writes (send, cancel) those it may write: the
+    store (`StoreTasks`) answers every other task as missing, so the a2a-sdk answers it as it does a missing one."""
 
     tasks: StoreTasks
+    owners: ChatOwners
+
+    async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
+        context.state[WRITING] = True
+        canceled: Task | None = await super().on_cancel_task(params, context)
+        return canceled
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Message | Task:
-        done = await self._checked(params)
+        done = await self._checked(params, context)
         if done is not None:
             return apply_history_length(done, params.configuration)
         result: Message | Task = await super().on_message_send(params, context)
@@ -77,15 +103,16 @@ class AgencyRequestHandler(DefaultRequestHandler):
     async def on_message_send_stream(
         self, params: SendMessageRequest, context: ServerCallContext
     ) -> AsyncGenerator[A2AEvent, None]:
-        done = await self._checked(params)
+        done = await self._checked(params, context)
         if done is not None:
             yield apply_history_length(done, params.configuration)
             return
         async for event in super().on_message_send_stream(params, context):
             yield event
 
-    async def _checked(self, params: SendMessageRequest) -> Task | None:
+    async def _checked(self, params: SendMessageRequest, context: ServerCallContext) -> Task | None:
         """Refuse what the request may not name; the finished task a repeated message started, if any."""
+        context.state[WRITING] = True
         message = params.message
         if message.context_id:
             try:
@@ -95,12 +122,18 @@ class AgencyRequestHandler(DefaultRequestHandler):
             if message.context_id.startswith(RESERVED):
                 raise InvalidParamsError(message=f"contextId may not start with {RESERVED!r}; it is reserved.")
         if message.task_id:
-            task = await self.tasks.get(message.task_id)
+            task = await self.tasks.get(message.task_id, context)
             if task is None or (message.context_id and task.context_id != message.context_id):
                 raise TaskNotFoundError(message="Task not found in this context.")
             return None
-        if message.context_id and message.message_id:
-            task = await self.tasks.get(new_task_id(message.context_id, message.message_id))
+        if not message.context_id:
+            message.context_id = uuid.uuid4().hex  # a new chat, the caller's from here on
+        principal = context.state.get(PRINCIPAL_KEY)
+        title = title_of(message_text(message))
+        if not isinstance(principal, Principal) or not await self.owners.claim(message.context_id, principal, title):
+            raise InvalidParamsError(message=f"contextId: {NOT_FOUND}")  # what the chat routes answer (404)
+        if message.message_id:
+            task = await self.tasks.get(new_task_id(message.context_id, message.message_id), context)
             if task is not None and task.status.state in _settled_states():
                 return task  # a running one is joined by the SDK; a finished or paused one is answered as it is
         return None
@@ -117,14 +150,14 @@ class A2AService:
 
     card_path = CARD_PATH
 
-    def __init__(self, agency: Agency, store: ThreadStore, *, protected: bool) -> None:
+    def __init__(self, agency: Agency, store: ThreadStore, owners: ChatOwners, *, protected: bool) -> None:
         self.agency, self.protected = agency, protected
-        self.tasks = StoreTasks(store)
+        self.tasks = StoreTasks(store, owners)
         self.handler = AgencyRequestHandler(
             agent_executor=AgencyExecutor(agency), task_store=self.tasks, agent_card=self.card("http://localhost"),
             request_context_builder=TaskIds(),
         )
-        self.handler.tasks = self.tasks
+        self.handler.tasks, self.handler.owners = self.tasks, owners
 
     def mount(self, app: Any) -> frozenset[str]:
         """Add the routes to the app (outside its OpenAPI document: A2A has its own); the paths without auth."""
@@ -132,11 +165,12 @@ class A2AService:
         return frozenset({self.card_path})
 
     def routes(self) -> list[BaseRoute]:
-        rest = [route for route in create_rest_routes(self.handler, path_prefix=REST_PATH)
+        contexts = PrincipalContexts()
+        rest = [route for route in create_rest_routes(self.handler, path_prefix=REST_PATH, context_builder=contexts)
                 if not isinstance(route, Mount)]  # no tenants: a mount at /{tenant} would shadow the app's routes
         return [
             Route(CARD_PATH, self._card_route, methods=["GET"]),
-            *create_jsonrpc_routes(self.handler, rpc_url=JSONRPC_PATH),
+            *create_jsonrpc_routes(self.handler, rpc_url=JSONRPC_PATH, context_builder=contexts),
             *rest,
         ]
 

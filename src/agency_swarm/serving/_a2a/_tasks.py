@@ -1,5 +1,7 @@
 """A2A tasks kept in the app's ThreadStore: each task's snapshots in a store chat of its own, each chat's task ids in
-another, so every worker sharing the store (and a restarted one) serves the same tasks."""
+another, so every worker sharing the store (and a restarted one) serves the same tasks. A task is its chat's (its
+context id): a caller sees only the tasks of the chats `ChatOwners` lets it read (or write, for a request that
+writes), and every other task reads as one that does not exist."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from google.protobuf.json_format import MessageToDict, ParseDict
 
 from ..._remote._protocol import derived_id
 from ..._threads._store import Item, ThreadStore
+from .._auth._owners import ChatOwners
+from .._auth._principal import PRINCIPAL_KEY, Principal
 
 TASK_CHAT = "agency_swarm.a2a-task."
 """Store chat `TASK_CHAT + task id` holds one task's records; `CHAT_TASKS + digest of the chat id` its chat's ids."""
@@ -29,6 +33,9 @@ TASK_KEY = "a2a->task"
 INDEX_KEY = "a2a->tasks"
 TASK_ID = re.compile(r"[0-9a-f]{32}")
 KNOWN_LIMIT = 10_000
+WRITING = "agency_swarm.a2a-writing"
+"""In a ServerCallContext's state: True while the request writes (sends a message, cancels). The state's
+`PRINCIPAL_KEY` holds the caller (`_service.PrincipalContexts` copies it from the HTTP request)."""
 
 
 def new_task_id(context_id: str, message_id: str) -> str:
@@ -68,17 +75,20 @@ def folded(items: list[Item]) -> Task | None:
 
 
 class StoreTasks(TaskStore):
-    """The a2a-sdk's TaskStore on a ThreadStore (append-only): a save appends what changed since the last one."""
+    """The a2a-sdk's TaskStore on a ThreadStore (append-only): a save appends what changed since the last one.
 
-    def __init__(self, store: ThreadStore) -> None:
-        self.store = store
+    `get` and `list` answer a request's context with the tasks its principal may read (write, while it writes),
+    by `owners`; a context without a principal sees none. Without a context (our own reads) every task shows."""
+
+    def __init__(self, store: ThreadStore, owners: ChatOwners) -> None:
+        self.store, self.owners = store, owners
         self._known: OrderedDict[str, int] = OrderedDict()
         """History entries already stored, per task id saved by this process (a hint: a wrong one costs bytes)."""
 
     async def save(self, task: Task, context: ServerCallContext) -> None:
         known = self._known.get(task.id)
         if known is None:
-            stored = await self.get(task.id, context)
+            stored = await self.load(task.id)
             if stored is None:
                 await self.store.append(chat_tasks(task.context_id), INDEX_KEY, [{"role": "user", "content": task.id}])
             known = 0 if stored is None else len(stored.history)
@@ -90,10 +100,26 @@ class StoreTasks(TaskStore):
             self._known.popitem(last=False)
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
+        task = await self.load(task_id)
+        if task is None or not await self.visible(task, context):
+            return None  # another principal's task reads as one that does not exist
+        return task
+
+    async def load(self, task_id: str) -> Task | None:
+        """The task, whoever's it is."""
         if not TASK_ID.fullmatch(task_id or ""):
             return None  # no id we gave out: unknown, whatever it holds
         threads = await self.store.load(TASK_CHAT + task_id)
         return folded(threads.get(TASK_KEY, []))
+
+    async def visible(self, task: Task, context: ServerCallContext | None) -> bool:
+        """Whether the request of `context` may see `task`: read its chat, or write it while the request writes."""
+        if context is None:
+            return True
+        principal = context.state.get(PRINCIPAL_KEY)
+        if not isinstance(principal, Principal):
+            return False
+        return await self.owners.may(task.context_id, principal, reading=not context.state.get(WRITING, False))
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         if params.context_id:
@@ -101,7 +127,7 @@ class StoreTasks(TaskStore):
             ids = list(dict.fromkeys(str(item.get("content")) for item in index.get(INDEX_KEY, [])))
         else:
             ids = [chat[len(TASK_CHAT):] for chat in await self.store.list_chats() if chat.startswith(TASK_CHAT)]
-        tasks = [task for task in [await self.get(task_id) for task_id in ids] if task is not None]
+        tasks = [task for task in [await self.get(task_id, context) for task_id in ids] if task is not None]
         tasks = [task for task in tasks if _wanted(task, params)]
         tasks.sort(key=_sort_key, reverse=True)
         start = _page_start(params.page_token)
@@ -113,7 +139,7 @@ class StoreTasks(TaskStore):
         )
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
-        if TASK_ID.fullmatch(task_id or ""):
+        if TASK_ID.fullmatch(task_id or "") and await self.get(task_id, context) is not None:
             await self.store.delete(TASK_CHAT + task_id)
             self._known.pop(task_id, None)
 
