@@ -25,7 +25,7 @@ docs/ag-ui.md). docs/design/serving.md says why it works the way it does.
 
 from .._base._extras import require_extra
 
-require_extra("serve", "fastapi", needed_by="agency_swarm.serving")  # said before the modules that import it
+require_extra("serve", "fastapi", "python_multipart", needed_by="agency_swarm.serving")  # before what imports them
 
 from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store  # noqa: E402
 from ._auth._chats import ChatListResponse, ChatSummary  # noqa: E402
