@@ -8,9 +8,11 @@ import asyncio
 import base64
 import http.client
 import json
+import re
 import socket
 import threading
 import tracemalloc
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -107,6 +109,17 @@ async def test_a_form_with_a_png_and_a_pdf_reaches_the_model_as_one_user_message
     assert len(recorded.store._blobs) == 2
 
 
+async def test_a_file_input_left_empty_is_no_file(recorded: Recorded) -> None:
+    form = (b'--b\r\nContent-Disposition: form-data; name="message"\r\n\r\nhi\r\n'
+            b'--b\r\nContent-Disposition: form-data; name="f"; filename=""\r\n'
+            b"Content-Type: application/octet-stream\r\n\r\n\r\n--b--\r\n")  # as a browser sends it
+    async with recorded.client() as client:
+        response = await client.post("/chats/c/messages", content=form,
+                                     headers={"content-type": "multipart/form-data; boundary=b"})
+    assert response.status_code == 200, response.text
+    assert recorded.calls[0].input == [{"role": "user", "content": "hi"}]
+
+
 async def test_json_input_items_give_the_model_the_same_parts(recorded: Recorded) -> None:
     message = [{"role": "user", "content": [
         {"type": "input_text", "text": "What are these?"}, {"type": "input_image", "image_url": PNG_URL},
@@ -178,6 +191,7 @@ async def test_each_refused_form_gets_its_status_and_stores_nothing(
         assert error_of(response) == expected, response.text
         message = response.json()["error"]["message"]
         assert "Traceback" not in message
+        assert not re.search(r"\w\.(png|txt|gif)", message)  # a file's name is the client's: not echoed
         if expected[0] == 413 and shape != "over-body-limit":
             assert "max_" in message  # names the limit
     assert await app.stored_nothing()
@@ -398,3 +412,30 @@ def test_a_50_mb_upload_over_the_limit_is_refused_in_bounded_memory(upload_serve
     assert growth < 10 * 1024, f"peak RSS grew by {growth} KiB for a {UPLOAD_BYTES // MiB} MB upload"
     threads = httpx.get(f"{upload_server.url}/chats/big/threads", timeout=60).json()["threads"]
     assert len(threads["user->CEO"]) == 2  # the warm-up turn only
+
+
+# -- durable mode: the same form, queued ----------------------------------------------------------------------------
+
+
+def test_a_durable_server_takes_a_form_in_the_background_and_refuses_one_over_the_limits() -> None:
+    from postgres_support import require_postgres
+
+    server = start_serve(["--factory", "attachment_app:build_agency", "--store", require_postgres(), "--durable",
+                          "--max-body-bytes", str(8 * MiB)])
+    chat_id = f"att-{uuid.uuid4().hex[:10]}"
+    try:
+        form = {"message": (None, "What is it?"), "background": (None, "true"), "f": ("dot.png", PNG, "image/png")}
+        accepted = httpx.post(f"{server.url}/chats/{chat_id}/messages", files=form, timeout=60)
+        assert accepted.status_code == 202, accepted.text
+        where = f"{server.url}{accepted.headers['location']}"
+        with httpx.stream("GET", f"{where}/events", timeout=60) as events:
+            assert [line for line in events.iter_lines() if line.startswith("event: ")][-1] == "event: done"
+        turn = httpx.get(where, timeout=60).json()
+        assert turn["result"]["final_output"] == "parts: ['input_text', 'input_image']"
+        big = {"f": ("big.png", PNG + b"\x00" * (2 * MiB), "image/png")}
+        refused = httpx.post(f"{server.url}/chats/{chat_id}-big/messages", files=big, timeout=60)
+        assert error_of(refused) == (413, "too_large")
+        threads = httpx.get(f"{server.url}/chats/{chat_id}-big/threads", timeout=60).json()["threads"]
+        assert threads == {}
+    finally:
+        server.stop()

@@ -62,6 +62,8 @@ class _Part:
     name: str
     filename: str | None
     declared: str | None
+    number: int = 0
+    """Its place among the form's files, from 1."""
     data: bytearray = field(default_factory=bytearray)
     media_type: str | None = None
 
@@ -142,6 +144,7 @@ class FormReader:
                 raise invalid(f"The form gives {name!r} twice; give it once.", name)
             return
         self.files.append(self._part)
+        self._part.number = len(self.files)
         if len(self.files) > self.limits.max_parts:
             raise AttachmentError(
                 f"the form has more than max_parts={self.limits.max_parts} files; send at most that many in one "
@@ -175,6 +178,8 @@ class FormReader:
         assert part is not None
         if part.filename is None:
             self.fields[part.name] = _decoded(part)
+        elif not part.data and part.filename == "":
+            self.files.remove(part)  # a file input left empty (browsers send it so): no file
         elif not part.data:
             raise AttachmentError(f"{_where(part)} is empty.", problem="bad_part")
         elif part.media_type is None:
@@ -203,7 +208,9 @@ class FormReader:
 
 
 def _where(part: _Part) -> str:
-    return f"file part {part.name!r} ({part.filename!r})" if part.filename else f"file part {part.name!r}"
+    """How errors name a file: its place in the form and its field (not its name: what a client sent is not
+    echoed back)."""
+    return f"file {part.number} of the form (field {part.name!r})"
 
 
 def _text(value: bytes | None, what: str) -> str | None:
