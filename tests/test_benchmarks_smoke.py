@@ -109,3 +109,23 @@ def test_the_durable_load_benchmark_prints_plain_and_durable_rows_and_a_recovery
     split = next(line for line in proc.stdout.splitlines() if line.startswith("| 1 | 2 |"))
     assert all(re.fullmatch(r"-?\d+\.\d", cell) for cell in split.strip("| ").split(" | ")[2:]), split
     assert re.search(r"Recovery time \(kill → every turn it was running ended\): median \d+\.\d\d s", proc.stdout)
+
+
+def test_the_attachments_benchmark_prints_its_three_tables() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "attachments.py"), "--stores", "memory", "file", "sqlite",
+         "--image-mb", "0.01", "--turns", "1", "2", "--images", "2", "--image-kb", "1", "--rounds", "2"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.strip("| ").split(" | ") for line in proc.stdout.splitlines() if line.startswith("| ")]
+    stored = [row for row in rows if row[0] in ("memory", "file", "sqlite") and len(row) == 4 and "x)" in row[1]]
+    assert [row[0] for row in stored] == ["memory", "file", "sqlite"]
+    for row in stored:  # the image counts once: a few hundred bytes of items more per turn, never a copy
+        held = [float(cell.split("(")[1].rstrip("x)")) for cell in row[1:]]
+        assert all(1.0 <= ratio < 2.0 for ratio in held), row
+    costs = [row for row in rows if len(row) == 4 and row[3].endswith("x") and "(" not in row[1]]
+    assert [row[0] for row in costs] == ["memory", "file", "sqlite"]
+    calls = [row for row in rows if row[0].isdigit()]
+    assert [row[0] for row in calls] == ["1", "2", "3", "4"]  # 2 images, 2 text turns: every call shown
+    assert all(re.fullmatch(r"\d+\.\d{3}", row[3]) for row in calls), calls

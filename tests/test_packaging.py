@@ -66,7 +66,7 @@ def test_the_wheel_holds_the_package_its_metadata_and_its_command(dist: Path) ->
     base = [line for line in requires if "extra ==" not in line]
     assert len(base) == len(PROJECT["dependencies"])
     serve = {line.split(";")[0].split(">")[0] for line in requires if "extra == 'serve'" in line}
-    assert serve == {"fastapi", "uvicorn", "asyncpg", "pyjwt[crypto]"}
+    assert serve == {"fastapi", "uvicorn", "asyncpg", "pyjwt[crypto]", "python-multipart"}
     assert metadata.get_all("License-File") == ["LICENSE"]  # MIT, as the License-Expression says
     assert metadata["Description-Content-Type"] == "text/markdown"
     assert metadata.get_payload().startswith("# agency_swarm")  # the README is the long description

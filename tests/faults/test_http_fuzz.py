@@ -147,8 +147,24 @@ def load_schema(*, surrogates_in: tuple[str, ...] | None) -> Any:
             return with_lone_surrogates(body)
         return st.just(body)
 
+    def plain_forms(context: schemathesis.HookContext, case: Any) -> Any:
+        if "multipart" in str(case.media_type or ""):  # a form's text is bytes on the wire: no lone surrogates
+            case.body = without_lone_surrogates(case.body)
+        return case
+
     schema.hook("flatmap_body")(widen)
+    schema.hook("map_case")(plain_forms)
     return schema
+
+
+def without_lone_surrogates(body: Any) -> Any:
+    if isinstance(body, str):
+        return re.sub("[\ud800-\udfff]", "\ufffd", body)
+    if isinstance(body, dict):
+        return {without_lone_surrogates(key): without_lone_surrogates(value) for key, value in body.items()}
+    if isinstance(body, list):
+        return [without_lone_surrogates(value) for value in body]
+    return body
 
 
 CURRENT = Current()
@@ -230,7 +246,19 @@ def allowed_refusals(case: Any, response: schemathesis.Response) -> set[tuple[in
         allowed.add((400, "bad_request"))
     if case.operation.path == "/chats" and (case.query or {}).get("cursor") is not None:
         allowed.add((400, "bad_request"))  # a cursor this server did not give
+    form = "multipart" in str(getattr(case, "media_type", ""))
+    if form or isinstance(body.get("message"), list):  # images and files: their bytes, URLs and ids are checked
+        allowed |= ATTACHMENT_REFUSALS
+    if form:  # a form's `context` must be JSON text, and it needs a message or a file: no schema says so
+        allowed.add((422, "invalid_request"))
     return allowed
+
+
+ATTACHMENT_REFUSALS = {
+    (400, kind) for kind in ("bad_part", "bad_url", "not_base64", "ambiguous", "bad_file_id", "unknown_attachment")
+} | {(413, "too_large"), (413, "too_many"), (413, "message_too_large"), (413, "request_too_large")} | {
+    (415, "unsupported_type"), (415, "type_mismatch"),
+}
 
 
 def refused_as_not_utf8(ctx: schemathesis.CheckContext, response: schemathesis.Response, case: Any) -> bool:

@@ -8,13 +8,13 @@ import sys
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
-from .._base._errors import AgencySwarmError, ConfigError, ModelAuthenticationError, StoreError
+from .._base._errors import AgencySwarmError, AttachmentError, ConfigError, ModelAuthenticationError, StoreError
 from .._base._extras import MissingExtra
 from .._config._python_object import load_python_object
 from ._demo import DEFAULT_MESSAGE
@@ -238,6 +238,11 @@ def run_command(
     ] = None,
     models: ModelsOption = None,
     toolkits: ToolkitsOption = None,
+    attach: Annotated[
+        list[Path] | None,
+        typer.Option("--attach", help="Send this image or file (a PDF, say) with the first message; repeat for more. "
+                     "In the chat, `/attach PATH` adds one to the next message.", show_default=False),
+    ] = None,
 ) -> None:
     """Chat with an agency in the terminal. Ctrl-C cancels the current turn; Ctrl-C again, Ctrl-D or `exit` quits."""
     from .._threads._manager import check_chat_id
@@ -251,10 +256,29 @@ def run_command(
         agency.entry_point(agent)  # the chart's rule, as in Python and over HTTP
     except ConfigError as error:
         fail(f"--agent: {error}")
-    raise typer.Exit(_chat(agency, message=message, chat_id=chat_id, agent=agent))
+    parts = _attachments(agency, attach or [])
+    raise typer.Exit(_chat(agency, message=message, chat_id=chat_id, agent=agent, attachments=parts))
 
 
-def _chat(agency: Agency, *, message: str | None, chat_id: str, agent: str | None) -> int:
+def _attachments(agency: Agency, paths: list[Path]) -> list[dict[str, Any]]:
+    """The parts of the `--attach` files, each checked now: a bad one fails before any turn (exit 2)."""
+    from ._attach import attachment
+
+    limits = agency.thread_manager.attachments.limits
+    parts = []
+    for path in paths:
+        try:
+            parts.append(attachment(path, limits))
+        except AttachmentError as error:
+            fail(f"--attach: {error}")
+    if len(parts) > limits.max_parts:
+        fail(f"--attach: {len(parts)} files, over the agency's max_parts={limits.max_parts} for one message.")
+    return parts
+
+
+def _chat(
+    agency: Agency, *, message: str | None, chat_id: str, agent: str | None, attachments: list[dict[str, Any]]
+) -> int:
     from ._terminal import TerminalChat, terminal_reader
 
     if not os.environ.get("OPENAI_API_KEY"):  # traces could not be exported anyway; the SDK would warn at exit
@@ -267,7 +291,7 @@ def _chat(agency: Agency, *, message: str | None, chat_id: str, agent: str | Non
         session = TerminalChat(
             agency, runner=runner, out=sys.stdout, agent=agent, chat_id=chat_id, echo_user=message is not None,
             console=console if live else None, report_error=print_error, echo_input=not sys.stdin.isatty(),
-            read=terminal_reader(),
+            read=terminal_reader(), attachments=attachments,
         )
         try:
             if message is not None:

@@ -12,10 +12,11 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from .._base._errors import ChatPaused
+from .._base._errors import AttachmentError, ChatPaused
 from .._base._events import AgentStarted, ApprovalRequested, Event, MessageSent, TextDelta, ToolCalled, ToolOutput
+from ._attach import ATTACH_COMMAND, attachment, describe, with_attachments
 from ._demo import Printer, _short
 
 if TYPE_CHECKING:
@@ -157,8 +158,11 @@ class TerminalChat:
         read: Callable[[str], str] = input,
         report_error: Callable[[str], None] | None = None,
         echo_input: bool = False,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> None:
         self.agency = agency
+        self.attachments = list(attachments or [])
+        """Image and file parts that go with the next message (`--attach`, `/attach PATH`)."""
         self.runner = runner
         self.agent = agent or agency.entry_points[0].name
         self.chat_id = chat_id
@@ -216,6 +220,9 @@ class TerminalChat:
                 return 0
             if not line:
                 continue
+            if line == ATTACH_COMMAND or line.startswith(ATTACH_COMMAND + " "):
+                self.attach(line.removeprefix(ATTACH_COMMAND).strip())
+                continue
             try:
                 outcome = self.send(line)
             except QuitChat:
@@ -235,9 +242,24 @@ class TerminalChat:
             return 0
         return INTERRUPTED if outcome.cancelled else 0
 
+    def attach(self, path: str) -> None:
+        """`/attach PATH`: the file goes with the next message; a path that is no file the agency takes says why."""
+        if not path:
+            self.printer.say(f"Usage: {ATTACH_COMMAND} PATH (the file goes with your next message).")
+            return
+        try:
+            part = attachment(path, self.agency.thread_manager.attachments.limits)
+        except AttachmentError as error:
+            self.report_error(str(error))
+            return
+        self.attachments.append(part)
+        self.printer.say(describe(path, part))
+
     # -- one message ---------------------------------------------------------------------------------------
-    def send(self, message: str) -> Outcome:
-        """Stream the reply to `message`, asking for approvals whenever the turn pauses."""
+    def send(self, text: str) -> Outcome:
+        """Stream the reply to `text` (with the files attached since the last message), asking for approvals
+        whenever the turn pauses."""
+        message, self.attachments = with_attachments(text, self.attachments), []
         while True:
             try:
                 outcome = self._run(

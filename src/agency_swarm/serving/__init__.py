@@ -20,12 +20,13 @@ Endpoints (all JSON unless said; every error is `{"error": {"type", "message", .
 `GET /chats`, `POST /chats/{chat_id}/messages`, `POST /chats/{chat_id}/messages:stream` (SSE),
 `POST /chats/{chat_id}/resume`, `POST /chats/{chat_id}/resume:stream` (SSE), `GET /chats/{chat_id}/threads`,
 `DELETE /chats/{chat_id}`, `GET /healthz`, `GET /openapi.json`; with `ag_ui=True`, `POST /ag-ui` (AG-UI,
-docs/ag-ui.md). docs/design/serving.md says why it works the way it does.
+docs/ag-ui.md). A message may also come as multipart/form-data, its images and files as file parts.
+docs/design/serving.md says why it works the way it does.
 """
 
 from .._base._extras import require_extra
 
-require_extra("serve", "fastapi", needed_by="agency_swarm.serving")  # said before the modules that import it
+require_extra("serve", "fastapi", "python_multipart", needed_by="agency_swarm.serving")  # before what imports them
 
 from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store  # noqa: E402
 from ._auth._chats import ChatListResponse, ChatSummary  # noqa: E402

@@ -116,7 +116,8 @@ def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool,
     # The last added runs first: who calls (401 before any body is read), then the path, size and body checks,
     # then whose chat it is (404), then the route.
     app.add_middleware(OwnershipGuard, owners=access.owners)
-    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes)
+    limits = app.state.agency.thread_manager.attachments.limits  # a form's files are checked as they arrive
+    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes, attachment_limits=limits)
     app.add_middleware(AuthGuard, authenticator=access.authenticator, public_paths=public)
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StrictBool, Tag
 
 from .._base._errors import (
+    AttachmentError,
     ChatPaused,
     ConfigError,
     InvalidChatId,
@@ -33,11 +34,76 @@ CONTEXT_DOC = (
 )
 
 
+class InputText(BaseModel):
+    """Text in a message."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["input_text"]
+    text: str
+
+
+class InputImage(BaseModel):
+    """An image: an http(s) URL, a base64 data URL (`data:image/png;base64,...`) or a file id, exactly one."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["input_image"]
+    image_url: str | None = None
+    file_id: str | None = None
+    detail: Literal["auto", "low", "high", "original"] = "auto"
+    attachment: dict[str, Any] | None = Field(
+        default=None, description="A stored image's reference, as a result's items hold it (sent again)."
+    )
+
+
+class InputFile(BaseModel):
+    """A file (a PDF, say): a base64 data URL or bare base64 with `filename` (`file_data`), a URL or a file id."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["input_file"]
+    file_data: str | None = None
+    file_url: str | None = None
+    file_id: str | None = None
+    filename: str | None = None
+    attachment: dict[str, Any] | None = Field(
+        default=None, description="A stored file's reference, as a result's items hold it (sent again)."
+    )
+
+
+InputPart = Annotated[InputText | InputImage | InputFile, Field(discriminator="type")]
+
+
+class UserMessage(BaseModel):
+    """One user message of input items, as the model API takes it (only the user's role: the server's own
+    instructions are not the client's to add, see `additional_instructions`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: Literal["message"] | None = None
+    role: Literal["user"]
+    content: str | Annotated[list[InputPart], Field(min_length=1)]
+
+
+def _message_kind(value: Any) -> str | None:
+    return "text" if isinstance(value, str) else "items" if isinstance(value, list) else None
+
+
+Message = Annotated[
+    Annotated[str, Tag("text")] | Annotated[list[UserMessage], Field(min_length=1), Tag("items")],
+    Discriminator(_message_kind, custom_error_type="text_or_items",
+                  custom_error_message="Input should be a string or a list of input items"),
+]
+"""Text or input items; an error in anything else names the field itself (not each way it could have matched)."""
+
+
 class MessageRequest(BaseModel):
     """A user message for one of the agency's entry points."""
 
     model_config = ConfigDict(extra="forbid")
-    message: str = Field(description="What the user says.")
+    message: Message = Field(
+        description=(
+            "What the user says: text, or input items with images and files (each checked against the server's "
+            "attachment limits, and stored once). The same fields come as multipart/form-data with file parts."
+        ),
+    )
     recipient_agent: str | None = Field(
         default=None, description="An entry point of the agency by name; default: the first entry point."
     )
@@ -47,6 +113,13 @@ class MessageRequest(BaseModel):
         description="Added to the entry agent's instructions for this turn. Only on a server that allows it "
         "(else 400 bad_request): whoever can call the server can then steer the agents (prompt injection).",
     )
+
+
+def message_input(request: MessageRequest) -> Any:
+    """The request's message as `Agency.get_response` takes it: its text, or its items as plain dicts."""
+    if isinstance(request.message, str):
+        return request.message
+    return [item.model_dump(exclude_none=True) for item in request.message]
 
 
 class DurableMessageRequest(MessageRequest):
@@ -186,6 +259,13 @@ def paused_over_http(message: str, chat_id: str) -> str:
     )
 
 
+ATTACHMENT_STATUS = {
+    "too_large": 413, "too_many": 413, "message_too_large": 413, "type_mismatch": 415, "unsupported_type": 415,
+}
+"""An attachment refused over a limit is 413, one of a type the server does not take 415; others 400 (the error's
+type is the `AttachmentError.problem`)."""
+
+
 def error_status(exc: BaseException) -> tuple[int, ErrorDetail]:
     """The HTTP status and body for an exception a turn raised; the message never holds a stack trace."""
     if isinstance(exc, InvalidChatId):
@@ -195,6 +275,8 @@ def error_status(exc: BaseException) -> tuple[int, ErrorDetail]:
         return 409, ErrorDetail(type="chat_paused", message=message, interruptions=_interruptions(exc.interruptions))
     if isinstance(exc, NothingToResume):
         return 409, ErrorDetail(type="nothing_to_resume", message=str(exc))
+    if isinstance(exc, AttachmentError):
+        return ATTACHMENT_STATUS.get(exc.problem, 400), ErrorDetail(type=exc.problem, message=str(exc))
     if isinstance(exc, ConfigError):
         return 400, ErrorDetail(type="bad_request", message=str(exc))
     if isinstance(exc, StoreError):  # its message names the database: the log gets it, the client does not

@@ -20,10 +20,11 @@ from ._bodies import (
     error_response,
     failure_response,
     id_for_header,
+    message_input,
     paused_over_http,
     result_response,
 )
-from ._openapi import route_docs
+from ._openapi import form_body, route_docs
 from ._routes import ChatId, IdempotencyKey
 from ._sse import EventStreamResponse, Feed, _sse_chunk, error_chunk
 from ._text import model_response
@@ -88,7 +89,7 @@ def add_durable_routes(
 
     @app.post(
         "/chats/{chat_id}/messages", response_model=RunResultResponse, operation_id="post_message",
-        **route_docs(*turn, protected=protected, result=""),
+        openapi_extra=form_body(durable=True), **route_docs(*turn, protected=protected, result=""),
     )
     async def post_message(
         chat_id: ChatId, request: DurableMessageRequest, http: Request, idempotency_key: IdempotencyKey = None
@@ -100,12 +101,13 @@ def add_durable_routes(
         except Exception as exc:
             return failure_response(exc, chat_id)
         submitted = turns.submit(
-            request.message, chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key, **options
+            message_input(request), chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key,
+            **options,
         )
         return await _answered(submitted, chat_id, background=request.background)
 
     @app.post(
-        "/chats/{chat_id}/messages:stream", operation_id="stream_message",
+        "/chats/{chat_id}/messages:stream", operation_id="stream_message", openapi_extra=form_body(durable=True),
         **route_docs(*turn, protected=protected, sse=True),
     )
     async def stream_message(
@@ -115,7 +117,7 @@ def add_durable_routes(
         to GET /chats/{chat_id}/turns/{turn_id}/events with Last-Event-ID. Leaving does not stop the turn."""
         try:
             handle = await turns.submit(
-                request.message, chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key,
+                message_input(request), chat_id=chat_id, recipient_agent=request.recipient_agent, key=idempotency_key,
                 **turn_options(http, chat_id, request),
             )
         except Exception as exc:

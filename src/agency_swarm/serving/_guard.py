@@ -3,6 +3,7 @@ the event loop for a large body). Authentication runs before it (`_auth._guards.
 
 from __future__ import annotations
 
+import json
 from urllib.parse import unquote_to_bytes
 
 import anyio
@@ -10,9 +11,12 @@ import anyio.to_thread
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._bodies import error_response
+from .._attachments._media import DEFAULT_LIMITS, AttachmentLimits
+from .._base._errors import AttachmentError
+from ._bodies import ATTACHMENT_STATUS, error_response
 from ._health import HEALTH_PROBE_CHAT
 from ._media import NOT_JSON, as_json_request
+from ._multipart import FormReader, FormRefused, form_boundary
 from ._text import text_problems
 
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
@@ -26,9 +30,12 @@ BODY_CHECK_THREADS = 2
 class RequestGuard:
     """Ids in the path, the request size limit, UTF-8 text and JSON bodies, as plain ASGI around the app."""
 
-    def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, max_body_bytes: int, attachment_limits: AttachmentLimits = DEFAULT_LIMITS
+    ) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.attachment_limits = attachment_limits
         self._limiter: anyio.CapacityLimiter | None = None  # made in the loop that uses it
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -40,6 +47,15 @@ class RequestGuard:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
+        if _is_message_route(scope):
+            try:
+                boundary = form_boundary(headers.get(b"content-type"))
+            except FormRefused as refused:
+                await _form_refusal(refused)(scope, receive, send)
+                return
+            if boundary is not None:
+                await self._form(scope, headers, receive, send, boundary)
+                return
         body = await self._read_body(headers, receive)
         if body is None:
             message = f"The request body is over {self.max_body_bytes} bytes."
@@ -54,16 +70,59 @@ class RequestGuard:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        replayed = False
+        await self.app(scope, _replaying(body, receive), send)
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()  # after the body: the client's disconnect
+    async def _form(
+        self, scope: Scope, headers: dict[bytes, bytes], receive: Receive, send: Send, boundary: bytes
+    ) -> None:
+        """A message sent as multipart/form-data: read as it streams in, refused at the first chunk over a limit
+        (nothing is stored then), else handed on as the JSON body it stands for."""
+        try:
+            form = await self._read_form(headers, receive, boundary)
+            if form is None:
+                return  # the client left before its body was sent: no one to answer
+            if form.size > OFF_LOOP_BYTES:  # the files' base64: linear, off the loop for large ones
+                if self._limiter is None:
+                    self._limiter = anyio.CapacityLimiter(BODY_CHECK_THREADS)
+                body = await anyio.to_thread.run_sync(_json_of, form, limiter=self._limiter)
+            else:
+                body = _json_of(form)
+        except FormRefused as refused:
+            await _form_refusal(refused)(scope, receive, send)
+            return
+        except AttachmentError as error:
+            await error_response(ATTACHMENT_STATUS.get(error.problem, 400), error.problem, str(error))(
+                scope, receive, send
+            )
+            return
+        del form
+        relabelled = [(key, value) for key, value in scope["headers"]
+                      if key.lower() not in (b"content-type", b"content-length")]
+        relabelled += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        await self.app({**scope, "headers": relabelled}, _replaying(body, receive), send)
 
-        await self.app(scope, replay, send)
+    async def _read_form(self, headers: dict[bytes, bytes], receive: Receive, boundary: bytes) -> FormReader | None:
+        declared = headers.get(b"content-length")
+        if declared is not None and int(declared) > self.max_body_bytes:
+            raise FormRefused(413, "request_too_large", self._too_large)
+        form = FormReader(boundary, self.attachment_limits)
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise FormRefused(413, "request_too_large", self._too_large)
+            form.feed(chunk)
+            if not message.get("more_body", False):
+                return form
+
+    @property
+    def _too_large(self) -> str:
+        return (f"The request body is over {self.max_body_bytes} bytes (the server's max_body_bytes); send less, or "
+                "raise the server's limit.")
 
     def _refused_before_body(self, scope: Scope, headers: dict[bytes, bytes]) -> Response | None:
         declared = headers.get(b"content-length")
@@ -129,3 +188,37 @@ def checked_body(scope: Scope, headers: dict[bytes, bytes], body: bytes) -> tupl
             return error_response(415, "unsupported_media_type", NOT_JSON), scope
         return None, json_scope
     return None, scope
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """A receive that gives the whole body at once, then what the client sends after it (its disconnect)."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+MESSAGE_ROUTES = ("/messages", "/messages:stream")
+
+
+def _is_message_route(scope: Scope) -> bool:
+    """POST /chats/{chat_id}/messages or /messages:stream: the routes that take a message as a form too."""
+    segments = scope["path"].split("/")
+    return (scope["method"] == "POST" and len(segments) == 4 and segments[1] == "chats"
+            and "/" + segments[3] in MESSAGE_ROUTES)
+
+
+def _form_refusal(refused: FormRefused) -> Response:
+    if refused.details is None:
+        return error_response(refused.status, refused.kind, str(refused))
+    return error_response(refused.status, refused.kind, str(refused), details=refused.details)
+
+
+def _json_of(form: FormReader) -> bytes:
+    return json.dumps(form.message_body(), ensure_ascii=False, separators=(",", ":")).encode()

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import Depends
 from fastapi.security import HTTPBearer
 
-from ._bodies import ErrorResponse
+from ._bodies import CONTEXT_DOC, ErrorResponse
 from ._sse import EventStreamResponse
 
 
@@ -53,14 +53,19 @@ _SSE_DOC: dict[int | str, dict[str, Any]] = {
 
 _ERROR_DOCS = {
     400: "invalid_chat_id, or bad_request: a recipient that is not an entry point, resume decisions for calls that "
-    "do not wait, a Content-Length that is not a number",
+    "do not wait, a Content-Length that is not a number; or an image or file that is not valid (bad_part, bad_url, "
+    "not_base64, ambiguous, bad_file_id, unknown_attachment)",
     401: "unauthorized: no bearer token, or one that is not valid (unknown, expired, another audience or issuer, an "
     "algorithm or key this server does not accept)",
     404: "not_found: no chat of that id for the caller (another principal's chat answers the same; a chat stored "
     "before chats had owners is an admin's), or no turn of that id in this chat (durable mode)",
     409: "chat_paused: the chat waits for approvals (see interruptions); nothing_to_resume: its last turn finished",
-    413: "request_too_large: the body is over the server's limit",
-    415: "unsupported_media_type: the body is not JSON (a JSON body is taken whatever its Content-Type says)",
+    413: "request_too_large: the body is over the server's limit; too_large, too_many, message_too_large: a "
+    "message's images and files are over the agency's attachment limits (bytes per file, files per message, bytes "
+    "per message)",
+    415: "unsupported_media_type: the body is neither JSON (taken whatever its Content-Type says) nor "
+    "multipart/form-data; unsupported_type, type_mismatch: an image or file of a type the agency does not take, or "
+    "whose bytes are not the type it declares",
     422: "invalid_request: the body is not JSON of the expected shape, or its text is not valid UTF-8 (bytes that "
     "are not, or a lone surrogate escape like \\ud800)",
     500: "run_failed: the turn failed (max steps, model error...); internal_error: the server failed",
@@ -104,3 +109,23 @@ def route_docs(*statuses: int, protected: bool, result: str | None = None, sse: 
     if sse:
         docs.update(status_code=200, response_class=EventStreamResponse)
     return docs
+
+
+def form_body(*, durable: bool) -> dict[str, Any]:
+    """The `openapi_extra` of a message route: the same request as multipart/form-data, with file parts."""
+    text = {"type": "string"}
+    fields: dict[str, Any] = {
+        "message": {**text, "description": "What the user says (it comes before the files in the message)."},
+        "recipient_agent": {**text, "description": "An entry point of the agency by name."},
+        "context": {**text, "contentMediaType": "application/json", "description": "JSON text: " + CONTEXT_DOC},
+        "additional_instructions": {**text, "description": "As in the JSON body."},
+        "files": {
+            "type": "array", "items": {"type": "string", "format": "binary"},
+            "description": "Images (PNG, JPEG, GIF, WebP) and PDF files, in any part with a filename; each becomes "
+            "an input_image or input_file part of the message. Their type is read from their bytes.",
+        },
+    }
+    if durable:
+        fields["background"] = {"type": "string", "enum": ["true", "false"], "description": "As in the JSON body."}
+    schema = {"type": "object", "properties": fields}
+    return {"requestBody": {"content": {"multipart/form-data": {"schema": schema}}}}

@@ -22,10 +22,11 @@ from ._bodies import (
     ThreadsResponse,
     error_response,
     failure_response,
+    message_input,
     result_response,
 )
 from ._health import StoreHealth
-from ._openapi import route_docs
+from ._openapi import form_body, route_docs
 from ._sse import StreamTurns, event_stream
 from ._text import model_response
 
@@ -129,7 +130,7 @@ def _add_message_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, p
 
     @app.post(
         "/chats/{chat_id}/messages", response_model=RunResultResponse, operation_id="post_message",
-        **route_docs(*turn, protected=protected, result=""),
+        openapi_extra=form_body(durable=False), **route_docs(*turn, protected=protected, result=""),
     )
     async def post_message(
         chat_id: ChatId, request: MessageRequest, http: Request, idempotency_key: IdempotencyKey = None
@@ -138,7 +139,7 @@ def _add_message_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, p
         try:
             recipient = _entry_point(agency, request.recipient_agent)
             result = await agency.get_response(
-                request.message, recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key),
+                message_input(request), recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key),
                 **turn_options(http, chat_id, request),
             )
             return model_response(result_response(result))
@@ -146,7 +147,7 @@ def _add_message_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, p
             return failure_response(exc, chat_id)
 
     @app.post(
-        "/chats/{chat_id}/messages:stream", operation_id="stream_message",
+        "/chats/{chat_id}/messages:stream", operation_id="stream_message", openapi_extra=form_body(durable=False),
         **route_docs(*turn, protected=protected, sse=True),
     )
     async def stream_message(
@@ -158,7 +159,7 @@ def _add_message_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, p
         try:
             recipient = _entry_point(agency, request.recipient_agent)
             stream = agency.get_response_stream(
-                request.message, recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key),
+                message_input(request), recipient, chat_id=chat_id, turn_id=key_turn_id(idempotency_key),
                 **turn_options(http, chat_id, request),
             )
             return await event_stream(stream, chat_id, streams, raw=raw)
