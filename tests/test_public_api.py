@@ -59,6 +59,7 @@ EXPECTED_ALL = [
     "Interruption",
     "InvalidChatId",
     "ItemTooLarge",
+    "MODEL_PRICES",
     "MaxStepsExceeded",
     "MemoryThreadStore",
     "MessageSent",
@@ -71,6 +72,7 @@ EXPECTED_ALL = [
     "ModelUnavailable",
     "NothingToResume",
     "OutputValidationError",
+    "PRICES_AS_OF",
     "RawModelEvent",
     "ReentrantTurn",
     "RemoteAgent",
@@ -95,6 +97,7 @@ EXPECTED_ALL = [
     "function_tool",
     "image_part",
     "model_input",
+    "set_model_price",
 ]
 
 EXPECTED_TESTING_ALL = [
