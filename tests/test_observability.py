@@ -13,7 +13,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import agency_swarm
-from agency_swarm import MODEL_PRICES, set_model_price
+from agency_swarm import model_price, set_model_price
+from agency_swarm._model._prices import MODEL_PRICES, PRICES_AS_OF
 from agency_swarm._telemetry import _switch
 from agency_swarm._telemetry._otel import flush_traces
 from agency_swarm._telemetry._request import REQUEST, RequestNote
@@ -58,7 +59,8 @@ def assert_nested_tree(spans: list[Span], route: str) -> None:
     """One trace: HTTP request -> turn -> CEO -> send -> Developer -> send -> QA -> tool, model calls per agent."""
     assert len({span.trace_id for span in spans}) == 1
     http = one(spans, f"POST {route}")
-    assert http.parent_id == b"" and http.attributes["http.response.status_code"] == 200
+    assert http.parent_id == b""
+    assert http.attributes["http.response.status_code"] == 200
     turn = one(spans, "turn CEO")
     ceo, dev, qa = (one(spans, f"invoke_agent {name}") for name in ("CEO", "Developer", "QA"))
     to_dev, to_qa = one(spans, "send_message Developer"), one(spans, "send_message QA")
@@ -68,7 +70,8 @@ def assert_nested_tree(spans: list[Span], route: str) -> None:
         assert child.parent_id == parent.span_id, (child.name, parent.name)
     for agent, model, span in (("CEO", "gpt-4o", ceo), ("Developer", "gpt-4o-mini", dev), ("QA", "house-model", qa)):
         calls = [found for found in spans if found.name == f"chat {model}"]
-        assert len(calls) == 2 and all(call.parent_id == span.span_id for call in calls)
+        assert len(calls) == 2
+        assert all(call.parent_id == span.span_id for call in calls)
         assert calls[0].attributes["gen_ai.operation.name"] == "chat"
         assert calls[0].attributes["gen_ai.request.model"] == model
         assert calls[0].attributes["gen_ai.agent.name"] == agent
@@ -87,7 +90,8 @@ async def test_a_nested_turn_over_http_is_one_trace_of_spans_without_message_tex
         response = await client.post("/chats/traced/messages", json={"message": SECRET_TEXT})
     assert response.status_code == 200, response.text
     flush_traces()
-    assert receiver.paths and set(receiver.paths) == {"/v1/traces"}
+    assert receiver.paths
+    assert set(receiver.paths) == {"/v1/traces"}
     assert_nested_tree(receiver.spans, "/chats/{chat_id}/messages")
     assert not any(SECRET_TEXT.encode() in body for body in receiver.raw)  # no message text by default
     assert response.headers["x-request-id"] == one(receiver.spans, "POST /chats/{chat_id}/messages").attributes[
@@ -101,7 +105,8 @@ async def test_a_streamed_turn_is_traced_the_same_and_text_only_when_enabled(
     app = create_app(build_nested_agency, store="memory")
     async with client_of(app) as client:
         response = await client.post("/chats/streamed/messages:stream", json={"message": SECRET_TEXT})
-    assert response.status_code == 200 and "event: done" in response.text
+    assert response.status_code == 200
+    assert "event: done" in response.text
     flush_traces()
     assert_nested_tree(receiver.spans, "/chats/{chat_id}/messages:stream")
     assert SECRET_TEXT in one(receiver.spans, "send_message Developer").attributes["agency_swarm.message"]
@@ -153,11 +158,13 @@ async def test_without_the_setting_there_is_no_metrics_route_and_no_telemetry(mo
 
 
 def test_the_price_table_is_dated_public_and_extensible() -> None:
-    assert agency_swarm.PRICES_AS_OF
-    assert MODEL_PRICES["gpt-4o"].input == 2.5
+    assert PRICES_AS_OF == "2025-08-07"
+    assert model_price("gpt-4o") == MODEL_PRICES["gpt-4o"]
+    assert model_price("gpt-4o-2024-08-06") == model_price("openai/gpt-4o") == MODEL_PRICES["gpt-4o"]
+    assert model_price("house-model") is None
     set_model_price("house-model", input=1.0, output=2.0)
     try:
-        assert MODEL_PRICES["house-model"].output == 2.0
+        assert model_price("house-model") == agency_swarm.ModelPrice(input=1.0, output=2.0)
     finally:
         del MODEL_PRICES["house-model"]
 
@@ -170,9 +177,11 @@ async def test_results_and_responses_carry_cost_per_agent_null_when_unknown() ->
     ceo = MODEL_PRICES["gpt-4o"]
     assert body["cost_by_agent"]["CEO"] == pytest.approx(2 * (1000 * ceo.input + 100 * ceo.output) / 1e6)
     assert body["cost_by_agent"]["Developer"] > 0
-    assert body["cost_by_agent"]["QA"] is None and body["cost_usd"] is None  # house-model has no price: unknown
+    assert body["cost_by_agent"]["QA"] is None
+    assert body["cost_usd"] is None
     done = json.loads(streamed.split("event: done\n", 1)[1].split("data: ", 1)[1].split("\n", 1)[0])
-    assert done["result"]["cost_by_agent"] == body["cost_by_agent"] and done["result"]["cost_usd"] is None
+    assert done["result"]["cost_by_agent"] == body["cost_by_agent"]
+    assert done["result"]["cost_usd"] is None
     priced = build_priced_agency(agency_swarm.MemoryThreadStore())
     result = await priced.get_response("go", chat_id="python")
     cost = result.cost()
@@ -188,10 +197,14 @@ def test_json_log_lines_carry_the_request_id_and_principal_and_no_secrets() -> N
         line = json.loads(formatter.format(record))
     finally:
         REQUEST.reset(token)
-    assert line["request_id"] == "req-1" and line["principal"] == "alice"
-    assert line["level"] == "INFO" and line["logger"] == "agency_swarm.serving" and "time" in line
+    assert line["request_id"] == "req-1"
+    assert line["principal"] == "alice"
+    assert line["level"] == "INFO"
+    assert line["logger"] == "agency_swarm.serving"
+    assert "time" in line
     assert "abcdefghijkl" not in line["message"]
     assert "request_id" not in json.loads(formatter.format(record))  # outside a request: none
     config = log_config("json")
-    assert config is not None and log_config("text") is None
+    assert config is not None
+    assert log_config("text") is None
     assert config["loggers"]["uvicorn.access"]["handlers"] == ["default"]

@@ -59,7 +59,6 @@ EXPECTED_ALL = [
     "Interruption",
     "InvalidChatId",
     "ItemTooLarge",
-    "MODEL_PRICES",
     "MaxStepsExceeded",
     "MemoryThreadStore",
     "MessageSent",
@@ -72,7 +71,6 @@ EXPECTED_ALL = [
     "ModelUnavailable",
     "NothingToResume",
     "OutputValidationError",
-    "PRICES_AS_OF",
     "RawModelEvent",
     "ReentrantTurn",
     "RemoteAgent",
@@ -97,6 +95,7 @@ EXPECTED_ALL = [
     "function_tool",
     "image_part",
     "model_input",
+    "model_price",
     "set_model_price",
 ]
 

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
         ToolOutput,
     )
     from ._model._cost import CostEstimate, ModelPrice
-    from ._model._prices import MODEL_PRICES, PRICES_AS_OF, set_model_price
+    from ._model._prices import model_price, set_model_price
     from ._model._retry import RetryPolicy
     from ._remote._agent import RemoteAgent
     from ._threads._file_store import FileThreadStore
@@ -103,8 +103,7 @@ _LAZY = {
     "ToolOutput": "._base._events",
     "CostEstimate": "._model._cost",
     "ModelPrice": "._model._cost",
-    "MODEL_PRICES": "._model._prices",
-    "PRICES_AS_OF": "._model._prices",
+    "model_price": "._model._prices",
     "set_model_price": "._model._prices",
     "RetryPolicy": "._model._retry",
     "RemoteAgent": "._remote._agent",
@@ -163,7 +162,6 @@ __all__ = [
     "Interruption",
     "InvalidChatId",
     "ItemTooLarge",
-    "MODEL_PRICES",
     "MaxStepsExceeded",
     "MemoryThreadStore",
     "MessageSent",
@@ -176,7 +174,6 @@ __all__ = [
     "ModelUnavailable",
     "NothingToResume",
     "OutputValidationError",
-    "PRICES_AS_OF",
     "RawModelEvent",
     "ReentrantTurn",
     "RemoteAgent",
@@ -201,5 +198,6 @@ __all__ = [
     "function_tool",
     "image_part",
     "model_input",
+    "model_price",
     "set_model_price",
 ]

@@ -43,6 +43,12 @@ def set_model_price(model: str, *, input: float, output: float, cached_input: fl
     MODEL_PRICES[model] = ModelPrice(input=input, output=output, cached_input=cached_input)
 
 
+def model_price(model: str) -> ModelPrice | None:
+    """The price `model` gets by default (USD per 1M tokens; OpenAI's list prices of `PRICES_AS_OF`, 2025-08-07,
+    and whatever `set_model_price` added), or None when it has none."""
+    return price_of(model)
+
+
 def price_of(model: str, prices: Mapping[str, ModelPrice] | None = None) -> ModelPrice | None:
     """The price of `model` in `prices` (default `MODEL_PRICES`): by its name, else without a provider prefix and a
     snapshot date; None when unknown."""

@@ -72,8 +72,7 @@ def create_app(
     - `stream_write_timeout` (s): an event stream's reader that takes nothing for this long is dropped.
     - `a2a`: the agency as an A2A agent (docs/a2a.md); `ag_ui`: `POST /ag-ui` for AG-UI clients (docs/ag-ui.md).
     - `ui`: the web chat page at /ui (docs/web-chat.md); the page is public, its calls carry the caller's token.
-    - `metrics`: `GET /metrics` for Prometheus (the [metrics] extra). Spans go over OTLP when the standard
-      `OTEL_EXPORTER_OTLP_*` variables are set (the [otel] extra): docs/observability.md.
+    - `metrics`: `GET /metrics` (Prometheus); spans go over OTLP with `OTEL_EXPORTER_OTLP_*` set: docs/observability.md
     """
     _check_options(ag_ui, ui, max_body_bytes)
     streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
@@ -95,8 +94,7 @@ def create_app(
     app.state.agency, app.state.store, app.state.durable, app.state.streams = agency, thread_store, turns, streams
     app.state.health, app.state.a2a = StoreHealth(thread_store), service
     _assemble(app, access, max_body_bytes, ag_ui=ag_ui, ui=ui)
-    observe(app, metrics=metrics)
-    return app
+    return observe(app, metrics=metrics)
 
 
 def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool, ui: bool) -> None:

@@ -3,10 +3,15 @@ principal for log lines (`_logs`), rejected requests counted, and `GET /metrics`
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import re
+import shutil
+import tempfile
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from fastapi import FastAPI, Response
@@ -14,22 +19,23 @@ from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._base._errors import ConfigError
-from .._base._extras import MissingExtra
+from .._base._extras import MissingExtra, require_extra
 from .._telemetry import _switch
-from .._telemetry._otel import content_wanted, tracer_from_env
+from .._telemetry._otel import content_wanted, tracer_from_env, tracing_wanted
 from .._telemetry._request import REQUEST, RequestNote
 from ._auth._guards import AuthGuard
 from ._auth._principal import ANONYMOUS, PRINCIPAL_KEY
-from ._logs import json_logs_on
+from ._logs import LOG_FORMATS, json_logs_on
 
 REQUEST_ID_HEADER = b"x-request-id"
+MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 _GOOD_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 _ID_SEGMENTS = {"chats": "{chat_id}", "turns": "{turn_id}"}
 
 
-def observe(app: FastAPI, *, metrics: bool) -> None:
-    """Spans (when the OTLP variables are set), metrics (`metrics`) and request ids in JSON logs, for what is on;
-    nothing at all when none is."""
+def observe(app: FastAPI, *, metrics: bool) -> FastAPI:
+    """`app` with spans (when the OTLP variables are set), metrics (`metrics`) and request ids in JSON logs, for
+    what is on; nothing at all when none is."""
     if not isinstance(metrics, bool):
         raise ConfigError(f"metrics must be True or False, got {type(metrics).__name__}.")
     try:
@@ -42,11 +48,12 @@ def observe(app: FastAPI, *, metrics: bool) -> None:
     if counted is not None:
         _add_metrics_route(app)
     if tracer is None and counted is None and not json_logs_on():
-        return
+        return app
     guard = next((index for index, entry in enumerate(app.user_middleware) if entry.cls is AuthGuard), None)  # type: ignore[comparison-overlap]
     if guard is not None:  # inside the authentication guard: the caller is known there
         app.user_middleware.insert(guard + 1, Middleware(NotePrincipal))
     app.add_middleware(RequestWatch, tracer=tracer, metrics=counted)
+    return app
 
 
 def _metrics() -> Any:
@@ -68,7 +75,7 @@ def _add_metrics_route(app: FastAPI) -> None:
     def prometheus_metrics() -> Response:
         """The process's metrics; with several workers (PROMETHEUS_MULTIPROC_DIR), every worker's, summed."""
         registry = REGISTRY
-        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        if os.environ.get(MULTIPROC_VARIABLE):
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
@@ -187,3 +194,43 @@ class NotePrincipal:
         if note is not None and principal is not None and principal is not ANONYMOUS:
             note.principal = principal.name
         await self.app(scope, receive, send)
+
+
+def check_observability(metrics: bool, log_format: str) -> None:
+    """What `serve --metrics`, `--log-format` and the OTLP variables need, said once before any worker starts."""
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {log_format!r}.")
+    if metrics:
+        require_extra("metrics", "prometheus_client", needed_by="serve --metrics")
+    if tracing_wanted():
+        for module in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+            if not _importable(module):
+                raise MissingExtra("otel", module, "Tracing (OTEL_EXPORTER_OTLP_*)")
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def metrics_directory(metrics: bool) -> Iterator[None]:
+    """With `metrics`: a private, new PROMETHEUS_MULTIPROC_DIR for this server's workers (each writes its values
+    there, /metrics sums them), removed when the server stops; one left by an earlier server is never read."""
+    if not metrics:
+        yield
+        return
+    was = os.environ.get(MULTIPROC_VARIABLE)
+    directory = tempfile.mkdtemp(prefix="agency-swarm-metrics-")
+    os.environ[MULTIPROC_VARIABLE] = directory
+    try:
+        yield
+    finally:
+        if was is None:
+            os.environ.pop(MULTIPROC_VARIABLE, None)
+        else:
+            os.environ[MULTIPROC_VARIABLE] = was
+        shutil.rmtree(directory, ignore_errors=True)
