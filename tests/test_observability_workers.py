@@ -20,7 +20,7 @@ TURNS = 8
 
 @pytest.fixture(scope="module")
 def prefix() -> Iterator[str]:
-    postgres = require_postgres()
+    require_postgres()
     value = chat_prefix("metrics")
     yield value
     delete_chats(value)
