@@ -16,8 +16,8 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "agency_swarm"
 PACKAGE = "agency_swarm"
 
 LAYERS = [
-    "_base", "_attachments", "testing", "_threads", "_model", "_turn", "_remote", "_config", "_agency", "durable",
-    "serving", "_cli", "",
+    "_base", "_attachments", "testing", "_threads", "_model", "_telemetry", "_turn", "_remote", "_config", "_agency",
+    "durable", "serving", "_cli", "",
 ]
 """Bottom first. A module belongs to the layer of its folder (top-level files name their own); it may import its
 own layer and the layers below, never one above. "" is the package root (`__init__`, `__main__`)."""

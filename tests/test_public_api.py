@@ -95,6 +95,8 @@ EXPECTED_ALL = [
     "function_tool",
     "image_part",
     "model_input",
+    "model_price",
+    "set_model_price",
 ]
 
 EXPECTED_TESTING_ALL = [

@@ -84,8 +84,11 @@ async def test_a_message_returns_the_turns_result(client: httpx.AsyncClient) -> 
     assert response.status_code == 200
     body = response.json()
     assert set(body) == {
-        "chat_id", "agent", "final_output", "new_items", "usage", "usage_by_agent", "paused", "interruptions"
+        "chat_id", "agent", "final_output", "new_items", "usage", "usage_by_agent", "cost_usd", "cost_by_agent",
+        "paused", "interruptions",
     }
+    assert body["cost_usd"] is None
+    assert body["cost_by_agent"] == {"CEO": None, "Developer": None}
     assert (body["chat_id"], body["agent"], body["paused"], body["interruptions"]) == ("c1", "CEO", False, [])
     assert re.fullmatch(ceo_answer(1, "build it"), body["final_output"])
     assert [item.get("type", "user") for item in body["new_items"]] == [

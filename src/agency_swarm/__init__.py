@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         ToolOutput,
     )
     from ._model._cost import CostEstimate, ModelPrice
+    from ._model._prices import model_price, set_model_price
     from ._model._retry import RetryPolicy
     from ._remote._agent import RemoteAgent
     from ._threads._file_store import FileThreadStore
@@ -102,6 +103,8 @@ _LAZY = {
     "ToolOutput": "._base._events",
     "CostEstimate": "._model._cost",
     "ModelPrice": "._model._cost",
+    "model_price": "._model._prices",
+    "set_model_price": "._model._prices",
     "RetryPolicy": "._model._retry",
     "RemoteAgent": "._remote._agent",
     "FileThreadStore": "._threads._file_store",
@@ -195,4 +198,6 @@ __all__ = [
     "function_tool",
     "image_part",
     "model_input",
+    "model_price",
+    "set_model_price",
 ]

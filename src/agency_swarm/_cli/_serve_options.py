@@ -96,3 +96,11 @@ AdditionalInstructionsOption = Annotated[
         "server can then steer the agents (prompt injection).", metavar=FLAG,
     ),
 ]
+MetricsOption = Annotated[
+    bool,
+    typer.Option("--metrics", help="Serve GET /metrics for Prometheus, summed over the workers.", metavar=FLAG),
+]
+LogFormatOption = Annotated[
+    str,
+    typer.Option("--log-format", help="text, or json: one JSON object per line, with the request id and principal."),
+]

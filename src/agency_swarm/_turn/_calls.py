@@ -292,6 +292,8 @@ async def _invoke(
     outer = INSIDE.get()
     INSIDE.set(run.inside)  # a turn of this chat that the tool starts raises ReentrantTurn
     try:
+        if run.watch is not None:
+            return await _watched_tool(turn, tool, call, nested)
         if turn.span is None:
             return await run_function_tool(turn.agent, tool, call, run, turn.wiring, nested)
         return await _traced_tool(turn, tool, call, nested)
@@ -370,6 +372,21 @@ async def _traced_tool(turn: Turn, tool: FunctionTool, call: ResponseFunctionToo
         finish(span)
 
 
+async def _watched_tool(
+    turn: Turn, tool: FunctionTool, call: ResponseFunctionToolCall, nested: NestedRun
+) -> Any:
+    """The function tool inside its OpenTelemetry span (`_telemetry`), and its SDK span when traced."""
+    assert turn.run.watch is not None
+    with turn.run.watch.tool_call(turn, call.name, call.call_id, call.arguments) as span:
+        if turn.span is None:
+            output = await run_function_tool(turn.agent, tool, call, turn.run, turn.wiring, nested)
+        else:
+            output = await _traced_tool(turn, tool, call, nested)
+        if span is not None and turn.run.watch.content:
+            span.set_attribute("gen_ai.tool.call.result", output if isinstance(output, str) else _as_text(output))
+        return output
+
+
 REJECTION_MESSAGE = "Tool execution was not approved."
 """What the model reads for a rejected call without a message of its own (the SDK's text)."""
 
@@ -403,11 +420,7 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         return
     sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
     sub = Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit, sent_by=call.call_id, arriving=sharing)
-    if turn.span is not None:
-        sub.parent_span = started(custom_span(name=SEND_MESSAGE, parent=turn.span, data={
-            "caller": sender, "recipient": recipient.name, "depth": depth, "chat_id": run.chat_id,
-            "call_id": call.call_id,
-        }))
+    sending = _send_spans(turn, sub, request.message)
     run.open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
     failed: Exception | None = None
     try:
@@ -425,6 +438,20 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         run.open_pairs.discard(pair)
         if sub.parent_span is not None:
             finish(sub.parent_span, failed)
+        if run.watch is not None:
+            run.watch.sent(sending, failed)
+
+
+def _send_spans(turn: Turn, sub: Turn, message: str) -> Any:
+    """A send's spans, the recipient's turn under them: the SDK's (`sub.parent_span`) when traced, and the
+    OpenTelemetry one (returned, None when the turn is not watched)."""
+    run, call_id = turn.run, sub.sent_by or ""
+    if turn.span is not None:
+        sub.parent_span = started(custom_span(name=SEND_MESSAGE, parent=turn.span, data={
+            "caller": turn.agent.name, "recipient": sub.agent.name, "depth": sub.depth, "chat_id": run.chat_id,
+            "call_id": call_id,
+        }))
+    return None if run.watch is None else run.watch.send(turn, sub, sub.agent.name, call_id, message)
 
 
 def _shared(turn: Turn, text: str, ids: list[str]) -> Incoming | str | None:

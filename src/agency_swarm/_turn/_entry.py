@@ -13,6 +13,8 @@ from .._attachments._incoming import Incoming
 from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn
 from .._base._events import AgentFinished, ToolCalled, ToolOutput
 from .._base._sync import INSIDE, Inside
+from .._telemetry import _switch
+from .._telemetry._watch import watch_turn
 from .._threads._manager import ConversationThread, PausedTurn, ThreadManager, clean_up
 from .._threads._thread_items import is_finished, message_text, turn_end, turn_mark, turn_start, without_call_marks
 from ._channel import HookFailed, TurnStart, channel, to_reader
@@ -231,19 +233,23 @@ async def _entry_turn(
     run, thread, chat_id = turn.run, turn.thread, turn.run.chat_id
     start = len(thread.items)
     began = start if message is not None else _turn_began(thread.items, run)
-    run.trace = open_trace(turn.agent.name, chat_id)
-    if run.trace is not None:
-        turn.parent_span = run.trace.trace
+    _observe(turn)
     hooks = turn.wiring.hooks
     if hooks is not None or run.streaming:
         turn.emit = channel(hooks, run.streaming)
-    finished = False
+    finished, error = False, None  # type: bool, BaseException | None
     try:
         await agent_turn(turn, message, additional_instructions)
         finished = True
     except HookFailed as failed:
+        error = failed.error
         raise failed.error from None  # the hook's own error, as the caller would expect it
+    except BaseException as failure:
+        error = failure
+        raise
     finally:
+        if run.watch is not None:  # first: nothing below can leave the turn counted as running
+            run.watch.end(error, turn.paused)
         if turn.paused or not finished:  # calls wait for approval, or a failed append left one without its output
             manager.mark_unanswered(chat_id)
             manager.paused_turns[chat_id] = PausedTurn(
@@ -262,6 +268,15 @@ async def _entry_turn(
     if stream is not None:
         stream._finish(result)
     return result
+
+
+def _observe(turn: Turn) -> None:
+    """The turn's SDK trace, and its spans and metrics (`_telemetry`), for those that are on."""
+    run = turn.run
+    run.trace = open_trace(turn.agent.name, run.chat_id)
+    if run.trace is not None:
+        turn.parent_span = run.trace.trace
+    run.watch = watch_turn(_switch.ACTIVE, turn.agent.name, run.chat_id)
 
 
 def _result(turn: Turn, start: int, began: int) -> RunResult:

@@ -106,9 +106,21 @@ def run_agent(turn: Turn, message: Message | None, additional_instructions: str 
     elsewhere (`RemoteMember`) runs its own."""
     if isinstance(turn.agent, RemoteMember):
         return turn.agent.remote_turn(turn, message, additional_instructions)
+    if turn.run.watch is not None:
+        return _watched_agent_turn(turn, message, additional_instructions)
     if turn.run.trace is None:
         return agent_turn(turn, message, additional_instructions)
     return _traced_agent_turn(turn, message, additional_instructions)
+
+
+async def _watched_agent_turn(turn: Turn, message: Message | None, additional_instructions: str | None) -> None:
+    """The agent's turn inside its OpenTelemetry span (`_telemetry`), and its SDK span when traced."""
+    assert turn.run.watch is not None
+    with turn.run.watch.agent_turn(turn):
+        if turn.run.trace is None:
+            await agent_turn(turn, message, additional_instructions)
+        else:
+            await _traced_agent_turn(turn, message, additional_instructions)
 
 
 async def agent_turn(turn: Turn, message: Message | None, additional_instructions: str | None) -> None:

@@ -16,6 +16,7 @@ from .._base._errors import ModelError
 from .._base._events import HostedItem, raw_model_event, text_delta
 from .._base._items import stored_item
 from .._model._retry import Attempts, StreamCall
+from .._telemetry._watch import ModelCallWatch
 from ._history import model_history
 from ._outputs import HOSTED_ACTIVITY, unusual_items
 from ._setup import Setup
@@ -26,12 +27,33 @@ _UNTRACED, _TRACED = ModelTracing.DISABLED, ModelTracing.ENABLED  # a module glo
 _USUAL = frozenset({"message", "function_call"})
 
 
-async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: bool) -> Sequence[Any]:
-    """The model's response to the thread, its items stored; returns its output items.
+def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: bool) -> Awaitable[Sequence[Any]]:
+    """The model's response to the thread, its items stored; returns its output items (`_call_model`), inside its
+    span and timed when the turn is watched (`_telemetry`).
 
     Streamed and blocking calls share every line but the attempt itself: a streamed attempt hands each event to the
     turn's reader as it arrives (and is retried only until the first one has), a blocking one awaits the response.
     """
+    if turn.run.watch is None:
+        return _call_model(turn, setup, settings, stream)
+    return _watched_call(turn, setup, settings, stream)
+
+
+async def _watched_call(turn: Turn, setup: Setup, settings: ModelSettings, stream: bool) -> Sequence[Any]:
+    assert turn.run.watch is not None
+    watch = turn.run.watch.model_call(turn, setup.usage_key[1])
+    try:
+        output = await _call_model(turn, setup, settings, stream, watch)
+    except BaseException as error:
+        watch.end(None, error)
+        raise
+    return output
+
+
+async def _call_model(
+    turn: Turn, setup: Setup, settings: ModelSettings, stream: bool, watch: ModelCallWatch | None = None
+) -> Sequence[Any]:
+    """`call_model`'s call; `watch` (when watched) gets the usage as soon as it is known."""
     agent, run = turn.agent, turn.run
     if turn.held is not None:  # the last response asked for another call without tools (a hosted call, say)
         stored = turn.store_held()
@@ -61,6 +83,8 @@ async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: 
     if usage is None:  # a streamed response that reported none: what its adapter says it stands for (else none)
         usage = Usage(requests=_sdk.requests_without_usage(response))
     run.record(setup.usage_key, usage)
+    if watch is not None:
+        watch.end(usage)
     run.responses.append((response, usage))
     if hooks is not None:
         await hooks.on_llm_end(run.context(), agent, _as_model_response(response, usage))

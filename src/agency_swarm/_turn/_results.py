@@ -171,13 +171,18 @@ class RunResult:
             groups.setdefault(key[part], []).append(usage)
         return {name: usage_of(usages) for name, usages in groups.items()}
 
-    def cost(self, prices: Mapping[str, ModelPrice | Mapping[str, float]]) -> CostEstimate:
-        """What this turn cost by `prices` (model name -> ModelPrice per 1M tokens), by agent and by model.
+    def cost(self, prices: Mapping[str, ModelPrice | Mapping[str, float]] | None = None) -> CostEstimate:
+        """What this turn cost by `prices` (model name -> ModelPrice per 1M tokens; default: `MODEL_PRICES`, in
+        USD), by agent and by model.
 
         Raises ConfigError naming any model of the turn that has no price.
         """
         from .._model._cost import estimate_cost
+        from .._model._prices import MODEL_PRICES, price_of
 
+        if prices is None:  # the default table, its snapshot and provider-prefixed names included
+            known = {model: price_of(model) for _, model in self.totals_by_model}
+            prices = {**MODEL_PRICES, **{model: price for model, price in known.items() if price is not None}}
         return estimate_cost(self.totals_by_model, prices)
 
 

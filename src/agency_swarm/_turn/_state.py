@@ -14,6 +14,7 @@ from agents.run_internal.blocked_output import OUTPUT_GUARDRAIL_BLOCKED_TOOL_OUT
 from .._attachments._incoming import Incoming
 from .._base._sync import Inside
 from .._model._usage import add_into, usage_of
+from .._telemetry._watch import TurnWatch
 from .._threads._manager import ConversationThread
 from ._channel import EmitEvent
 from ._definition import AgentBase, Wiring
@@ -48,7 +49,7 @@ class Run:
     __slots__ = (
         "_guardrail_log", "_wrapper", "approved", "chat_id", "depth_base", "inside", "interruptions", "message",
         "open_pairs",
-        "rejected", "responses", "streaming", "trace", "turn_id", "usage_records", "user_context",
+        "rejected", "responses", "streaming", "trace", "turn_id", "usage_records", "user_context", "watch",
     )
 
     def __init__(
@@ -88,6 +89,8 @@ class Run:
         self.trace: TurnTrace | None = None
         """None when tracing is off: then no span is made anywhere in the turn."""
         self._guardrail_log: GuardrailLog | None = None
+        self.watch: TurnWatch | None = None
+        """Spans and metrics of the turn (`_telemetry`); None when telemetry is off."""
 
     def context(self) -> AgentHookContext[Any]:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
@@ -136,6 +139,8 @@ class Turn:
     parent_span: Any = None
     """Where this agent's span hangs when tracing: the trace (top level) or the caller's send_message span."""
     span: Any = None
+    otel: Any = None
+    """This agent's OpenTelemetry span while it runs (before: its send's span), when the turn is watched."""
     emit: EmitEvent | None = None
     """Where this turn's events go; None when nobody reads them (then none is built)."""
     sent_by: str | None = None

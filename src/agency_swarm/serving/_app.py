@@ -25,6 +25,7 @@ from ._auth._settings import AuthSettings
 from ._bodies import error_response, failure_response
 from ._guard import PUBLIC_PATHS, RequestGuard
 from ._health import StoreHealth
+from ._observe import observe
 from ._routes import add_routes
 from ._sse import SSE_WRITE_TIMEOUT_SECONDS, StreamTurns
 
@@ -58,6 +59,7 @@ def create_app(
     a2a: bool = False,
     ag_ui: bool = False,
     ui: bool = False,
+    metrics: bool = False,
 ) -> FastAPI:
     """A FastAPI app serving the agency `agency_factory(store)` builds (once, now), on `store` (a ThreadStore or a
     URL, `open_store`; worker processes share one PostgreSQL database). Bodies over `max_body_bytes` get 413.
@@ -70,6 +72,7 @@ def create_app(
     - `stream_write_timeout` (s): an event stream's reader that takes nothing for this long is dropped.
     - `a2a`: the agency as an A2A agent (docs/a2a.md); `ag_ui`: `POST /ag-ui` for AG-UI clients (docs/ag-ui.md).
     - `ui`: the web chat page at /ui (docs/web-chat.md); the page is public, its calls carry the caller's token.
+    - `metrics`: `GET /metrics` (Prometheus); spans go over OTLP with `OTEL_EXPORTER_OTLP_*` set: docs/guides/observability.md
     """
     _check_options(ag_ui, ui, max_body_bytes)
     streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
@@ -91,7 +94,7 @@ def create_app(
     app.state.agency, app.state.store, app.state.durable, app.state.streams = agency, thread_store, turns, streams
     app.state.health, app.state.a2a = StoreHealth(thread_store), service
     _assemble(app, access, max_body_bytes, ag_ui=ag_ui, ui=ui)
-    return app
+    return observe(app, metrics=metrics)
 
 
 def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool, ui: bool) -> None:

@@ -20,6 +20,7 @@ from .._base._errors import (
     StoreError,
 )
 from .._base._redact import secret_free_logger
+from .._model._prices import priced
 from .._turn._results import RunResult
 from ._text import JSONBody
 
@@ -173,6 +174,13 @@ class RunResultResponse(BaseModel):
     new_items: list[dict[str, Any]] = Field(description="Items this turn added to the user's thread with `agent`.")
     usage: UsageResponse
     usage_by_agent: dict[str, UsageResponse]
+    cost_usd: float | None = Field(
+        description="The turn's estimated cost in USD, priced by `agency_swarm.MODEL_PRICES`; null when a model it "
+        "called has no price there."
+    )
+    cost_by_agent: dict[str, float | None] = Field(
+        description="The same per agent (null for an agent whose model has no price)."
+    )
     paused: bool = Field(description="The turn waits for approvals: see `interruptions`, then POST .../resume.")
     interruptions: list[InterruptionResponse]
 
@@ -232,10 +240,12 @@ def _interruptions(items: Iterable[Any]) -> list[InterruptionResponse]:
 
 def result_response(result: RunResult) -> RunResultResponse:
     """A RunResult as the JSON body the API returns."""
+    cost, cost_by_agent = priced(result.totals_by_model)
     return RunResultResponse(
         chat_id=result.chat_id, agent=result.agent, final_output=jsonable_encoder(result.final_output),
         new_items=result.new_items, usage=_usage(result.usage),
         usage_by_agent={name: _usage(usage) for name, usage in result.usage_by_agent.items()},
+        cost_usd=cost, cost_by_agent=cost_by_agent,
         paused=result.paused, interruptions=_interruptions(result.interruptions),
     )
 

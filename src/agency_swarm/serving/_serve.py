@@ -21,6 +21,8 @@ from .._threads._store import MemoryThreadStore, ThreadStore
 from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store, seconds
 from ._auth._serve_options import ENV_AUTH, AuthOptions, check_exposure, import_schema
 from ._health import StoreHealth
+from ._logs import log_config
+from ._observe import check_observability, metrics_directory
 from ._sse import SSE_WRITE_TIMEOUT_SECONDS
 
 logger = secret_free_logger("agency_swarm.serving")
@@ -40,10 +42,11 @@ ENV_AG_UI = "AGENCY_SWARM_SERVE_AG_UI"
 ENV_UI = "AGENCY_SWARM_SERVE_UI"
 ENV_CONTEXT_SCHEMA = "AGENCY_SWARM_SERVE_CONTEXT_SCHEMA"
 ENV_ADDITIONAL_INSTRUCTIONS = "AGENCY_SWARM_SERVE_ADDITIONAL_INSTRUCTIONS"
+ENV_METRICS = "AGENCY_SWARM_SERVE_METRICS"
 _ENV_NAMES = (
     ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE,
     ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT, ENV_A2A, ENV_AG_UI, ENV_AUTH, ENV_CONTEXT_SCHEMA,
-    ENV_ADDITIONAL_INSTRUCTIONS, ENV_UI,
+    ENV_ADDITIONAL_INSTRUCTIONS, ENV_UI, ENV_METRICS,
 )
 
 
@@ -85,6 +88,8 @@ class ServeSettings:
     """`module:Model`, the pydantic model a request's `context` must match (`create_app(context_schema=)`)."""
     allow_additional_instructions: bool = False
     """Requests may add to the entry agent's instructions (a prompt-injection surface)."""
+    metrics: bool = False
+    """Serve `GET /metrics` for Prometheus, summed over the workers (`create_app(metrics=True)`)."""
 
     def check(self) -> None:
         if (self.config is None) == (self.factory is None):
@@ -155,6 +160,7 @@ class ServeSettings:
             ENV_AUTH_TOKEN_ENV: self.auth_token_env, ENV_MODELS: self.models, ENV_TOOLKITS: self.toolkits,
             ENV_CONTEXT_SCHEMA: self.context_schema,
             ENV_ADDITIONAL_INSTRUCTIONS: "1" if self.allow_additional_instructions else None,
+            ENV_METRICS: "1" if self.metrics else None,
         }
         env.update({name: value for name, value in optional.items() if value is not None})
         env.update(self.auth.to_env())
@@ -177,6 +183,7 @@ class ServeSettings:
             stream_write_timeout=_float_env(env, ENV_STREAM_WRITE_TIMEOUT, SSE_WRITE_TIMEOUT_SECONDS),
             auth=AuthOptions.from_env(env), context_schema=env.get(ENV_CONTEXT_SCHEMA),
             allow_additional_instructions=env.get(ENV_ADDITIONAL_INSTRUCTIONS) == "1",
+            metrics=env.get(ENV_METRICS) == "1",
         )
 
     def agency_factory(self) -> AgencyFactory:
@@ -264,7 +271,7 @@ def app_from_env() -> FastAPI:
         stream_write_timeout=settings.stream_write_timeout, a2a=settings.a2a, ag_ui=settings.ag_ui,
         ui=settings.ui, auth=settings.auth.settings(),
         context_schema=None if settings.context_schema is None else import_schema(settings.context_schema),
-        allow_additional_instructions=settings.allow_additional_instructions,
+        allow_additional_instructions=settings.allow_additional_instructions, metrics=settings.metrics,
     )
     # Everything built so far (modules, openai's thousand pydantic schemas, the agency) lives as long as the
     # process: out of the collector's sight, a full collection takes a few ms instead of ~150 ms (see
@@ -310,9 +317,10 @@ def serve(
     port: int = 8000,
     log_level: str = "info",
     access_log: bool = True,
+    log_format: str = "text",
 ) -> None:
     """Run the app with uvicorn until interrupted; `workers` processes share the store (PostgreSQL for > 1): --store,
-    else the store the agency file names, else memory."""
+    else the store the agency file names, else memory. `log_format="json"`: one JSON object per log line."""
     require_extra("serve", "uvicorn", needed_by="agency-swarm serve")
     settings.check()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -321,6 +329,7 @@ def serve(
         raise ConfigError(f"--port must be between 0 and 65535, got {port!r}.")
     authenticated = settings.auth_token_env is not None or settings.auth.configured
     check_exposure(host, authenticated=authenticated, insecure=settings.auth.insecure)
+    check_observability(settings.metrics, log_format)
     if workers > 1:
         _check_shared_store(settings, workers)
     agency = settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, not in every worker
@@ -339,7 +348,10 @@ def serve(
                        "file) keeps them.")
     from ._nodelay import NoDelayHTTP
 
-    _run_uvicorn(workers, host=host, port=port, log_level=log_level, access_log=access_log, http=NoDelayHTTP)
+    logs = {} if log_format == "text" else {"log_config": log_config(log_format)}
+    with metrics_directory(settings.metrics):
+        _run_uvicorn(workers, host=host, port=port, log_level=log_level, access_log=access_log, http=NoDelayHTTP,
+                     **logs)
 
 
 STORE_CHECK_TIMEOUT_SECONDS = 15.0

@@ -1,0 +1,88 @@
+"""Prometheus metrics of turns and requests (the `metrics` extra: prometheus_client).
+
+With several worker processes (`PROMETHEUS_MULTIPROC_DIR` set before the first import, as `serve --metrics` does)
+every process writes its values to files there and `/metrics` sums them: the gauge of active turns sums the live
+processes' values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from .._model._prices import price_of
+from .._model._usage import UsageTotals
+
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class Metrics:
+    """The process's metrics (one instance per process: `metrics()`)."""
+
+    def __init__(self) -> None:
+        self.turns = Counter("agency_swarm_turns", "Top-level turns ended, by outcome.", ["outcome"])
+        self.turn_seconds = Histogram(
+            "agency_swarm_turn_duration_seconds", "Top-level turn latency, by entry agent.", ["agent"],
+            buckets=_SECONDS,
+        )
+        self.active = Gauge("agency_swarm_active_turns", "Top-level turns running now.", multiprocess_mode="livesum")
+        self.model_seconds = Histogram(
+            "agency_swarm_model_call_duration_seconds", "Model call latency (retries included), by agent and model.",
+            ["agent", "model"], buckets=_SECONDS,
+        )
+        self.model_errors = Counter("agency_swarm_model_call_errors", "Model calls that failed.", ["agent", "model"])
+        self.tokens = Counter(
+            "agency_swarm_tokens", "Tokens used, by agent, model and kind (input, output).", ["agent", "model", "kind"]
+        )
+        self.cost = Counter(
+            "agency_swarm_cost_usd", "Estimated cost in USD (MODEL_PRICES), by agent and model; models without a "
+            "price are not counted.", ["agent", "model"],
+        )
+        self.store_errors = Counter(
+            "agency_swarm_store_errors", "Turns and requests that failed because the store did."
+        )
+        self.rejected = Counter(
+            "agency_swarm_rejected_requests", "Requests answered 4xx, by reason (the error type).",
+            ["reason"],
+        )
+
+    def turn_started(self) -> None:
+        self.active.inc()
+
+    def turn_ended(self, agent: str, outcome: str, seconds: float) -> None:
+        self.active.dec()
+        self.turns.labels(outcome).inc()
+        self.turn_seconds.labels(agent).observe(seconds)
+
+    def model_called(self, agent: str, model: str, seconds: float, usage: Any, error: BaseException | None) -> None:
+        self.model_seconds.labels(agent, model).observe(seconds)
+        if error is not None:
+            self.model_errors.labels(agent, model).inc()
+        if usage is None:
+            return
+        self.tokens.labels(agent, model, "input").inc(usage.input_tokens or 0)
+        self.tokens.labels(agent, model, "output").inc(usage.output_tokens or 0)
+        price = price_of(model)
+        if price is not None:
+            totals = UsageTotals()
+            totals.add(usage)
+            self.cost.labels(agent, model).inc(price.of(totals))
+
+    def request_failed(self, status: int, reason: str, *, store_error_counted: bool) -> None:
+        """A 4xx response (rejected, by its error type), or a 503 because the store failed (counted once)."""
+        if status < 500:
+            self.rejected.labels(reason).inc()
+        elif reason == "store_unavailable" and not store_error_counted:
+            self.store_errors.inc()
+
+
+_METRICS: Metrics | None = None
+
+
+def metrics() -> Metrics:
+    """This process's metrics, registered on first use."""
+    global _METRICS
+    if _METRICS is None:
+        _METRICS = Metrics()
+    return _METRICS

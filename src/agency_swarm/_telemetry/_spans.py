@@ -1,0 +1,39 @@
+"""OpenTelemetry spans with explicit parents (imported only once a tracer is on: the `otel` extra).
+
+A span is never made current inside a turn: an async generator's code runs in whatever context consumes it, so a
+current span set there would leak into the caller's code. Each span names its parent; the turn's own span takes
+the span current where the turn starts (the HTTP request's), so a request is one trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+AttributeValue = str | int | float | bool
+
+
+def start(tracer: Any, name: str, parent: Any, attributes: Mapping[str, AttributeValue]) -> Any:
+    """A started span under `parent` (a span), or under the current context's span when `parent` is None."""
+    context = None if parent is None else trace.set_span_in_context(parent)
+    return tracer.start_span(name, context=context, kind=SpanKind.INTERNAL, attributes=attributes)
+
+
+def end(span: Any, error: BaseException | None = None) -> None:
+    """End `span`; a failure sets its status and `error.type` (the exception's class, never its message: it may
+    hold message text)."""
+    if error is not None and not isinstance(error, GeneratorExit):
+        kind = "cancelled" if isinstance(error, asyncio.CancelledError) else type(error).__name__
+        span.set_attribute("error.type", kind)
+        span.set_status(Status(StatusCode.ERROR, kind))
+    span.end()
+
+
+def current_span() -> Any:
+    """The span current here (the HTTP request's), or None."""
+    span = trace.get_current_span()
+    return span if span.get_span_context().is_valid else None

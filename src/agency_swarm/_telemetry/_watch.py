@@ -1,0 +1,176 @@
+"""The turn loop's hooks: one `TurnWatch` per top-level turn, made only when telemetry is on (`_switch.ACTIVE`).
+
+Spans (when a tracer is on) follow the GenAI semantic conventions where they have a name for it: a turn, each
+agent's turn (`invoke_agent`), each model call (`chat`), tool call (`execute_tool`) and send (`execute_tool`
+`send_message`, the recipient's agent span under it). Message text goes on spans only with `content` on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .._base._errors import StoreError
+from ._request import REQUEST
+from ._switch import Telemetry
+
+OPERATION, AGENT, MODEL, TOOL = "gen_ai.operation.name", "gen_ai.agent.name", "gen_ai.request.model", "gen_ai.tool.name"
+CHAT_ID = "agency_swarm.chat_id"
+
+
+class TurnWatch:
+    """Spans and metrics of one top-level turn and every agent, model call, tool call and send in it."""
+
+    __slots__ = ("agent", "content", "metrics", "span", "spans", "started", "tracer")
+
+    def __init__(self, telemetry: Telemetry, entry_agent: str, chat_id: str) -> None:
+        self.tracer, self.metrics, self.content = telemetry.tracer, telemetry.metrics, telemetry.content
+        self.agent, self.span, self.spans = entry_agent, None, None  # type: str, Any, Any
+        self.started = time.perf_counter()
+        if self.tracer is not None:
+            from . import _spans
+
+            self.spans = _spans
+            attributes = {CHAT_ID: chat_id, AGENT: entry_agent}
+            workflow = durable_workflow_id()
+            if workflow is not None:
+                attributes["agency_swarm.durable.workflow_id"] = workflow
+            self.span = _spans.start(self.tracer, f"turn {entry_agent}", _spans.current_span(), attributes)
+        if self.metrics is not None:
+            self.metrics.turn_started()
+
+    def end(self, error: BaseException | None, paused: bool) -> None:
+        outcome = outcome_of(error, paused)
+        if self.metrics is not None:
+            self.metrics.turn_ended(self.agent, outcome, time.perf_counter() - self.started)
+            if isinstance(error, StoreError):
+                self.metrics.store_errors.inc()
+                note = REQUEST.get()
+                if note is not None:
+                    note.store_error_counted = True
+        if self.spans is not None:
+            self.span.set_attribute("agency_swarm.turn.outcome", outcome)
+            self.spans.end(self.span, error)
+
+    def _start(self, turn: Any, name: str, attributes: dict[str, Any]) -> Any:
+        assert self.spans is not None
+        parent = self.span if turn.otel is None else turn.otel
+        return self.spans.start(self.tracer, name, parent, attributes)
+
+    @contextmanager
+    def agent_turn(self, turn: Any) -> Iterator[None]:
+        """The span of one agent's turn (`invoke_agent`), under its send's span (or the turn's)."""
+        if self.spans is None:
+            yield
+            return
+        name = turn.agent.name
+        span = self._start(turn, f"invoke_agent {name}", {OPERATION: "invoke_agent", AGENT: name})
+        turn.otel = span
+        error: BaseException | None = None
+        try:
+            yield
+        except BaseException as failure:
+            error = failure
+            raise
+        finally:
+            if self.content and error is None and turn.output is not None:
+                span.set_attribute("gen_ai.output.text", str(turn.output))
+            self.spans.end(span, error)
+
+    def model_call(self, turn: Any, model: str) -> ModelCallWatch:
+        span = None
+        if self.spans is not None:
+            span = self._start(turn, f"chat {model}", {OPERATION: "chat", MODEL: model, AGENT: turn.agent.name})
+        return ModelCallWatch(self, span, turn.agent.name, model)
+
+    @contextmanager
+    def tool_call(self, turn: Any, tool: str, call_id: str, arguments: str) -> Iterator[Any]:
+        """The span of one function tool call (`execute_tool`); yields the span (None when not traced)."""
+        if self.spans is None:
+            yield None
+            return
+        attributes = {OPERATION: "execute_tool", TOOL: tool, "gen_ai.tool.call.id": call_id, AGENT: turn.agent.name}
+        if self.content:
+            attributes["gen_ai.tool.call.arguments"] = arguments
+        span = self._start(turn, f"execute_tool {tool}", attributes)
+        error: BaseException | None = None
+        try:
+            yield span
+        except BaseException as failure:
+            error = failure
+            raise
+        finally:
+            self.spans.end(span, error)
+
+    def send(self, turn: Any, sub: Any, recipient: str, call_id: str, message: str) -> Any:
+        """The span of a send (the recipient's agent span goes under it: `sub.otel`), or None."""
+        if self.spans is None:
+            return None
+        attributes = {
+            OPERATION: "execute_tool", TOOL: "send_message", "gen_ai.tool.call.id": call_id, AGENT: turn.agent.name,
+            "agency_swarm.recipient": recipient, "agency_swarm.depth": sub.depth,
+        }
+        if self.content:
+            attributes["agency_swarm.message"] = message
+        sub.otel = span = self._start(turn, f"send_message {recipient}", attributes)
+        return span
+
+    def sent(self, span: Any, error: BaseException | None) -> None:
+        if span is not None and self.spans is not None:
+            self.spans.end(span, error)
+
+
+class ModelCallWatch:
+    """One model call's span and latency; `end` with its usage (tokens on the span, tokens and cost counted)."""
+
+    __slots__ = ("agent", "model", "span", "started", "watch")
+
+    def __init__(self, watch: TurnWatch, span: Any, agent: str, model: str) -> None:
+        self.watch, self.span, self.agent, self.model = watch, span, agent, model
+        self.started = time.perf_counter()
+
+    def end(self, usage: Any, error: BaseException | None = None) -> None:
+        """Once: a call whose usage was counted may still fail after it (its hooks, storing its items)."""
+        if self.started < 0:
+            return
+        seconds, self.started = time.perf_counter() - self.started, -1.0
+        metrics = self.watch.metrics
+        if metrics is not None:
+            metrics.model_called(self.agent, self.model, seconds, usage, error)
+        span = self.span
+        if span is None:
+            return
+        if usage is not None:
+            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens or 0)
+            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens or 0)
+        assert self.watch.spans is not None
+        self.watch.spans.end(span, error)
+
+
+def outcome_of(error: BaseException | None, paused: bool) -> str:
+    """completed, paused, cancelled or failed."""
+    if error is None:
+        return "paused" if paused else "completed"
+    if isinstance(error, GeneratorExit | asyncio.CancelledError):
+        return "cancelled"
+    return "failed"
+
+
+def durable_workflow_id() -> str | None:
+    """The DBOS workflow this turn runs in (durable mode), if any: read only when dbos is already imported."""
+    dbos = sys.modules.get("dbos")
+    if dbos is None:
+        return None
+    try:
+        workflow = dbos.DBOS.workflow_id
+    except Exception:  # outside a workflow some versions raise instead of answering None
+        return None
+    return workflow if isinstance(workflow, str) else None
+
+
+def watch_turn(telemetry: Telemetry | None, entry_agent: str, chat_id: str) -> TurnWatch | None:
+    return None if telemetry is None else TurnWatch(telemetry, entry_agent, chat_id)

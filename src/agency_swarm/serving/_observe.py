@@ -1,0 +1,236 @@
+"""What operators see of the HTTP side: a span per request (the root of the request's trace), the request id and
+principal for log lines (`_logs`), rejected requests counted, and `GET /metrics` (Prometheus) when asked for."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import FastAPI, Response
+from starlette.middleware import Middleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .._base._errors import ConfigError
+from .._base._extras import MissingExtra, require_extra
+from .._telemetry import _switch
+from .._telemetry._otel import content_wanted, tracer_from_env, tracing_wanted
+from .._telemetry._request import REQUEST, RequestNote
+from ._auth._guards import AuthGuard
+from ._auth._principal import ANONYMOUS, PRINCIPAL_KEY
+from ._logs import LOG_FORMATS, json_logs_on
+
+REQUEST_ID_HEADER = b"x-request-id"
+MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
+_GOOD_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+_ID_SEGMENTS = {"chats": "{chat_id}", "turns": "{turn_id}"}
+
+
+def observe(app: FastAPI, *, metrics: bool) -> FastAPI:
+    """`app` with spans (when the OTLP variables are set), metrics (`metrics`) and request ids in JSON logs, for
+    what is on; nothing at all when none is."""
+    if not isinstance(metrics, bool):
+        raise ConfigError(f"metrics must be True or False, got {type(metrics).__name__}.")
+    try:
+        tracer = tracer_from_env()
+    except MissingExtra as missing:
+        raise ConfigError(str(missing)) from None
+    counted = _metrics() if metrics else None
+    if tracer is not None or counted is not None:
+        _switch.switch_on(tracer=tracer, metrics=counted, content=content_wanted())
+    if counted is not None:
+        _add_metrics_route(app)
+    if tracer is None and counted is None and not json_logs_on():
+        return app
+    guard = next((index for index, entry in enumerate(app.user_middleware) if entry.cls is AuthGuard), None)  # type: ignore[comparison-overlap]
+    if guard is not None:  # inside the authentication guard: the caller is known there
+        app.user_middleware.insert(guard + 1, Middleware(NotePrincipal))
+    app.add_middleware(RequestWatch, tracer=tracer, metrics=counted)
+    return app
+
+
+def _metrics() -> Any:
+    try:
+        from .._telemetry._metrics import metrics
+    except ImportError as missing:
+        if not (missing.name or "").startswith("prometheus_client"):
+            raise
+        raise ConfigError(
+            "The /metrics endpoint needs prometheus_client: pip install 'agency-swarm-sdk[metrics]'."
+        ) from None
+    return metrics()
+
+
+def _add_metrics_route(app: FastAPI) -> None:
+    from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
+
+    @app.get("/metrics", include_in_schema=False)
+    def prometheus_metrics() -> Response:
+        """The process's metrics; with several workers (PROMETHEUS_MULTIPROC_DIR), every worker's, summed."""
+        registry = REGISTRY
+        if os.environ.get(MULTIPROC_VARIABLE):
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def route_of(path: str) -> str:
+    """The path with its ids as placeholders (`/chats/{chat_id}/messages`): a span's name, without ids in it."""
+    segments = path.split("/")
+    for index in range(1, len(segments) - 1):
+        placeholder = _ID_SEGMENTS.get(segments[index])
+        if placeholder is not None:
+            segments[index + 1] = placeholder
+    return "/".join(segments)
+
+
+def _request_id(scope: Scope) -> str:
+    given = next((value for key, value in scope["headers"] if key.lower() == REQUEST_ID_HEADER), None)
+    return given.decode() if given is not None and _GOOD_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+
+
+class RequestWatch:
+    """Outside every other guard: the request's id (the client's `X-Request-ID` when it is a plain token, else a
+    new one; sent back), its span, and its 4xx counted by error type."""
+
+    def __init__(self, app: ASGIApp, *, tracer: Any, metrics: Any) -> None:
+        self.app, self.tracer, self.metrics = app, tracer, metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        note = RequestNote(_request_id(scope))
+        token = REQUEST.set(note)
+        span = None if self.tracer is None else _http_span(self.tracer, scope, note)
+        status = [500]
+        watched = _watched_send(send, note, status, self.metrics)
+        try:
+            if span is None:
+                await self.app(scope, receive, watched)
+            else:
+                await _in_span(self.app, span, scope, receive, watched)
+        finally:
+            REQUEST.reset(token)
+            if span is not None:
+                _end_http_span(span, status[0], note)
+
+
+def _watched_send(send: Send, note: RequestNote, status: list[int], metrics: Any) -> Send:
+    async def watched(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            status[0] = message["status"]
+            message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", note.request_id.encode())]}
+        elif message["type"] == "http.response.body" and metrics is not None and status[0] >= 400 and status[0] > 0:
+            _count_failure(metrics, status[0], message.get("body", b""), note)
+            status[0] = -status[0]  # counted: once per response
+        await send(message)
+
+    return watched
+
+
+def _count_failure(metrics: Any, status: int, body: bytes, note: RequestNote) -> None:
+    """A 4xx counted under its error type (the body's `error.type`), a store's 503 as a store error."""
+    if status >= 500 and status != 503:
+        return
+    try:
+        reason = str(json.loads(body)["error"]["type"])
+    except (ValueError, KeyError, TypeError):
+        reason = f"http_{status}"
+    metrics.request_failed(status, reason, store_error_counted=note.store_error_counted)
+
+
+def _http_span(tracer: Any, scope: Scope, note: RequestNote) -> Any:
+    from opentelemetry.propagate import extract
+    from opentelemetry.trace import SpanKind
+
+    headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+    route = route_of(scope["path"])
+    return tracer.start_span(f"{scope['method']} {route}", context=extract(headers), kind=SpanKind.SERVER, attributes={
+        "http.request.method": scope["method"], "http.route": route, "url.path": scope["path"],
+        "agency_swarm.request_id": note.request_id,
+    })
+
+
+async def _in_span(app: ASGIApp, span: Any, scope: Scope, receive: Receive, send: Send) -> None:
+    """The request handled with its span current: the turns it starts are spans under it."""
+    from opentelemetry import context, trace
+
+    token = context.attach(trace.set_span_in_context(span))
+    try:
+        await app(scope, receive, send)
+    finally:
+        context.detach(token)
+
+
+def _end_http_span(span: Any, status: int, note: RequestNote) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    status = abs(status)
+    span.set_attribute("http.response.status_code", status)
+    if note.principal is not None:
+        span.set_attribute("enduser.id", note.principal)
+    if status >= 500:
+        span.set_status(Status(StatusCode.ERROR))
+    span.end()
+
+
+class NotePrincipal:
+    """Inside the authentication guard: the caller's name on the request's note (log lines, the span)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        principal = scope.get(PRINCIPAL_KEY)
+        note = REQUEST.get()
+        if note is not None and principal is not None and principal is not ANONYMOUS:
+            note.principal = principal.name
+        await self.app(scope, receive, send)
+
+
+def check_observability(metrics: bool, log_format: str) -> None:
+    """What `serve --metrics`, `--log-format` and the OTLP variables need, said once before any worker starts."""
+    if log_format not in LOG_FORMATS:
+        raise ConfigError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {log_format!r}.")
+    if metrics:
+        require_extra("metrics", "prometheus_client", needed_by="serve --metrics")
+    if tracing_wanted():
+        for module in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+            if not _importable(module):
+                raise MissingExtra("otel", module, "Tracing (OTEL_EXPORTER_OTLP_*)")
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def metrics_directory(metrics: bool) -> Iterator[None]:
+    """With `metrics`: a private, new PROMETHEUS_MULTIPROC_DIR for this server's workers (each writes its values
+    there, /metrics sums them), removed when the server stops; one left by an earlier server is never read."""
+    if not metrics:
+        yield
+        return
+    was = os.environ.get(MULTIPROC_VARIABLE)
+    directory = tempfile.mkdtemp(prefix="agency-swarm-metrics-")
+    os.environ[MULTIPROC_VARIABLE] = directory
+    try:
+        yield
+    finally:
+        if was is None:
+            os.environ.pop(MULTIPROC_VARIABLE, None)
+        else:
+            os.environ[MULTIPROC_VARIABLE] = was
+        shutil.rmtree(directory, ignore_errors=True)
