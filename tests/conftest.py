@@ -1,4 +1,6 @@
-"""Shared test set-up: tracing off (tests never export anything), nothing else global."""
+"""Shared test set-up: tracing off (tests never export anything), and the `slow` mark on the suites that start
+processes, servers, browsers or PostgreSQL sessions by the dozen, or generate thousands of cases
+(`pytest -m "not slow"` runs the rest in under a minute; CI runs all)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,35 @@ if TYPE_CHECKING:
     from openai_server import OpenAIServer
 
 agents.set_tracing_disabled(True)
+
+SLOW_FOLDERS = frozenset({"edges", "faults", "parity"})
+SLOW_PREFIXES = (
+    "test_durable", "test_serving_", "test_reference_systems_", "test_a2a_", "test_ag_ui_durable", "test_ag_ui_js",
+    "test_ag_ui_generated",
+)
+SLOW_MODULES = frozenset({
+    "test_web_chat", "test_visualize", "test_docs_site", "test_readme", "test_packaging", "test_scripts",
+    "test_benchmarks_smoke", "test_crash", "test_partition", "test_pg_schema_race", "test_shared_store_processes",
+    "test_observability_workers", "test_serve_command", "test_cli_exit", "test_examples", "test_file_store_lock",
+    "test_sqlite_turn_locks", "test_listener", "test_extras", "test_round_trips", "test_attachment_http",
+    "test_attachment_stores", "test_real_models", "test_sdk_boundary", "test_python_versions", "test_chat_index",
+    "test_observability", "test_cli_attach", "test_sync_and_real_client", "test_file_store_cancel",
+})
+SLOW_TESTS = frozenset({  # in otherwise quick modules: each starts a process of its own
+    "test_serve_uses_the_agency_files_store_so_chats_survive_a_restart", "test_the_installed_command_runs_one_turn",
+    "test_ctrl_c_cancels_the_turn_keeps_it_saved_and_a_second_ctrl_c_exits",
+    "test_stores_and_cost_types_load_on_first_use", "test_a_worker_builds_its_app_from_the_environment",
+    "test_an_agency_file_is_built_on_the_workers_store", "test_no_test_asserts_on_elapsed_time",
+})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    slow = pytest.mark.slow
+    for item in items:
+        path = item.path
+        if (SLOW_FOLDERS & set(path.parts) or path.stem in SLOW_MODULES or path.stem.startswith(SLOW_PREFIXES)
+                or getattr(item, "originalname", item.name) in SLOW_TESTS):
+            item.add_marker(slow)
 
 
 @pytest.fixture(autouse=True)
