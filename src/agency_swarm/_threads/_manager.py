@@ -32,6 +32,7 @@ from ._thread_items import (
     drop_lost_reasoning,
     ends_with_reasoning,
     has_call_marks,
+    has_send_ids,
     interrupted_output,
     started_by_a_closed_send,
     unanswered_calls,
@@ -165,6 +166,10 @@ class ThreadManager:
                 chat_id, sender, recipient, None, self.store, self._listeners, self._reread, self.attachments
             )
         return thread
+
+    def threads_of(self, chat_id: str) -> list[ConversationThread]:
+        """The thread objects this process holds of a chat (none if it holds none)."""
+        return list(self._chats.get(chat_id, {}).values())
 
     def get_threads(self, chat_id: str, *, include_marks: bool = False) -> Threads:
         """A chat's threads held in memory, as {thread key: items} (lists are copies; items are shared): the items
@@ -346,11 +351,12 @@ class ThreadManager:
                     attachments=self.attachments,
                 )
             if at_end:
-                thread.writable().extend(items)
+                thread.add_stored(items)  # the thread keeps its model view and marks' index up, as with its own
             else:
                 thread.writable()[:0] = items
-            thread.has_marks = thread.has_marks or has_call_marks(items)
-            thread.has_attachments = thread.has_attachments or any_attachments(items)
+                thread.has_marks = thread.has_marks or has_call_marks(items)
+                thread.has_attachments = thread.has_attachments or any_attachments(items)
+                thread.has_send_ids = thread.has_send_ids or has_send_ids(items)
             # Added at the end: a call left open can only be among the new items (older ones were checked before).
             new = items if at_end else thread.items
             if unanswered_calls(new) or unanswered_requests(new) or ends_with_reasoning(thread.items):

@@ -14,7 +14,7 @@ from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantT
 from .._base._events import AgentFinished, ToolCalled, ToolOutput
 from .._base._sync import INSIDE, Inside
 from .._threads._manager import ConversationThread, PausedTurn, ThreadManager, clean_up
-from .._threads._thread_items import is_finished, message_text, turn_end, turn_mark, turn_start, without_call_marks
+from .._threads._thread_items import is_finished, message_text, turn_end, turn_mark, without_call_marks
 from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
 from ._model_call import model_responses
@@ -65,15 +65,14 @@ async def top_level_turn(
 def _started_before(manager: ThreadManager, thread: ConversationThread, turn_id: str) -> int | None:
     """Where the turn `turn_id` began in `thread`, if it did. ConfigError if it began in the chat's thread with
     another entry point: one turn per id and chat, whoever it was addressed to."""
-    begun = turn_start(thread.items, turn_id)
+    begun = thread.turn_begun(turn_id)
     if begun is not None:
         return begun
-    own = f"{thread.sender}->{thread.recipient}"
-    for key, items in manager.get_threads(thread.chat_id, include_marks=True).items():
-        if key != own and key.startswith(f"{USER_CALLER}->") and turn_start(items, turn_id) is not None:
+    for other in manager.threads_of(thread.chat_id):
+        if other is not thread and other.sender == USER_CALLER and other.turn_begun(turn_id) is not None:
             raise ConfigError(
                 f"turn_id {turn_id!r} already names a turn of chat {thread.chat_id!r} addressed to "
-                f"{key.removeprefix(USER_CALLER + '->')!r}; a turn id stands for one turn of a chat."
+                f"{other.recipient!r}; a turn id stands for one turn of a chat."
             )
     return None
 
@@ -178,10 +177,10 @@ def _resumed_before(
 ) -> tuple[Turn, int] | None:
     """The turn, and its mark's index, of a resume that `turn_id` already started, if one did; of the user's
     decisions, those whose calls still wait apply (the others were applied by the resume that started)."""
-    threads = manager.get_threads(run.chat_id, include_marks=True)  # turn marks say where turns begin
+    threads = {thread.recipient: thread for thread in manager.threads_of(run.chat_id) if thread.sender == USER_CALLER}
     for name, (agent, wiring) in entries.items():
-        items = threads.get(f"{USER_CALLER}->{name}")
-        begun = None if items is None else turn_start(items, turn_id)
+        held = threads.get(name)
+        begun = None if held is None else held.turn_begun(turn_id)  # turn marks say where turns begin
         if begun is not None:
             waiting = _waiting_call_ids(manager, run.chat_id)
             run.approved = run.approved & waiting
