@@ -14,7 +14,8 @@ first reads what the other one added. "turn ids" rows fill the chats with a turn
 give every timed turn a `turn_id` (as an Idempotency-Key or durable mode does): the model never reads the marks.
 PostgreSQL: the test database (AGENCY_SWARM_BENCH_POSTGRES_URL to change).
 The last line is what a copy of the history per model call would cost (timed alone): the model is lent the
-thread's own list instead, copied only if someone keeps it (docs/design/performance.md, "Stop 18").
+thread's own list instead, copied only if someone keeps it
+(docs/design/performance.md, "The model is lent its thread's list").
 """
 
 from __future__ import annotations

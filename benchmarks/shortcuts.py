@@ -7,7 +7,8 @@ Off means the plain path: the function replaced by its plain form (the same sour
 taken out, compiled in place) or the borrowed SDK fast path refused. Each round times `--iters` turns with the
 shortcut on and as many with it off (the order alternates per round) and keeps each side's median turn; the gain
 is (off - on) / off over the best round of each side. A shortcut stays only while it pays >= 3 % on some workload
-(docs/design/performance.md, stop 17). A variant whose source text is gone fails loudly: update it with the code.
+(docs/design/performance.md, "Architecture and speed"). A variant whose source text is gone fails loudly: update it
+with the code.
 """
 
 from __future__ import annotations

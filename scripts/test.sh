@@ -15,6 +15,8 @@ else
   echo "== WARNING: node/npm missing: tests/test_a2a_js.py (the @a2a-js/sdk client) will be SKIPPED" >&2
 fi
 source scripts/_postgres.sh  # says which PostgreSQL the tests use, and what happens without it
+echo "== mkdocs build --strict (the guide; a broken link or reference fails)" \
+  && NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 other_pythons_wait  # their installs are done before the suite, whose servers' answer times they would skew
 echo "== pytest" && .venv/bin/python -m pytest --cov --cov-report=term-missing:skip-covered "$@"
 other_pythons_test  # the fast tests on CPython 3.12 and 3.13

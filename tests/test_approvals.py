@@ -165,7 +165,7 @@ async def test_undecided_calls_pause_again_and_decided_ones_never_run_twice() ->
 
 
 async def test_resume_takes_any_iterable_of_call_ids_but_not_a_bare_str() -> None:
-    """A generator was consumed by the type check and approved nothing, so the turn paused again (issue 17, 3)."""
+    """A generator was consumed by the type check and approved nothing, so the turn paused again."""
     calls = [ToolCall("delete_file", {"path": "a"}), ToolCall("delete_file", {"path": "b"})]
     model = ScriptedModel(lambda call: "done" if call.tool_outputs else calls)
     agency = Agency(Agent(name="Ops", tools=[delete_file], model=model))
@@ -347,7 +347,7 @@ async def test_a_new_message_after_a_crash_repairs_instead_of_resuming() -> None
         await agency.resume("k")
 
 
-# -- the same text sent twice: resume tells the sends apart by call id (issue 17, 4) -------------------------
+# -- the same text sent twice: resume tells the sends apart by call id -------------------------
 
 
 class Killed(BaseException):

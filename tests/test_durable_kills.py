@@ -1,4 +1,4 @@
-"""Kill -9 at random (issue 21): `agency-swarm serve --durable --workers 3` on PostgreSQL runs 100 background turns
+"""Kill -9 at random: `agency-swarm serve --durable --workers 3` on PostgreSQL runs 100 background turns
 over 20 chats while the test kills workers mid-turn; uvicorn starts new ones in their place.
 
 With no client action, every turn ends with its answer; each tool call's side effect happened once (at most once

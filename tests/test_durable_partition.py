@@ -1,4 +1,4 @@
-"""A durable worker cut off from PostgreSQL mid-turn (issue 21, "Partitions, not only crashes").
+"""A durable worker cut off from PostgreSQL mid-turn (partitions, not only crashes).
 
 Worker A (tests/durable_partition_worker.py) runs in a network namespace: everything it sends to PostgreSQL (its
 store and lock session, DBOS, its heartbeat, its tool's connection) crosses a link the test cuts while A's tool

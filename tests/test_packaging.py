@@ -67,6 +67,7 @@ def test_the_wheel_holds_the_package_its_metadata_and_its_command(dist: Path) ->
     assert len(base) == len(PROJECT["dependencies"])
     serve = {line.split(";")[0].split(">")[0] for line in requires if "extra == 'serve'" in line}
     assert serve == {"fastapi", "uvicorn", "asyncpg", "pyjwt[crypto]"}
+    assert metadata.get_all("License-File") == ["LICENSE"]  # MIT, as the License-Expression says
     assert metadata["Description-Content-Type"] == "text/markdown"
     assert metadata.get_payload().startswith("# agency_swarm")  # the README is the long description
     assert "agency-swarm = agency_swarm.__main__:cli" in entry_points
@@ -78,7 +79,7 @@ def test_the_sdist_holds_what_builds_the_wheel(dist: Path) -> None:
         pkg_info = archive.extractfile(f"{NAME}-{VERSION}/PKG-INFO")
         assert pkg_info is not None
         metadata = Parser().parsestr(pkg_info.read().decode())
-    assert names == {"PKG-INFO", "pyproject.toml", "README.md", "CHANGELOG.md", ".gitignore"} | {
+    assert names == {"PKG-INFO", "pyproject.toml", "README.md", "CHANGELOG.md", "LICENSE", ".gitignore"} | {
         f"src/{name}" for name in package_files()
     }
     assert (metadata["Name"], metadata["Version"]) == (PROJECT["name"], VERSION)

@@ -1,4 +1,4 @@
-"""A network partition in the middle of a turn (issue 21, "Partitions, not only crashes").
+"""A network partition in the middle of a turn (partitions, not only crashes).
 
 Worker A runs in a network namespace (tests/partition_worker.py), reaching PostgreSQL through a link the test cuts
 while A's tool runs (tests/netns_support.py: the worker's link goes down and the server's packets to it are

@@ -1,6 +1,8 @@
-"""README.md is tested: every fenced `bash` and `python` block runs, offline, in order, unless a marker says otherwise.
+"""README.md and every page of the guide (docs/**/*.md) are tested: each page's fenced `bash` and `python` blocks
+run, offline, in order, unless a marker says otherwise. Each page runs on its own, in a scratch directory of its own.
 
-A marker is an HTML comment on the lines just before a block (GitHub does not show it):
+A marker is an HTML comment on the lines just before a block (GitHub and the site do not show it); `docs-test:`
+may stand for `readme-test:`:
 - `<!-- readme-test: skip (why) -->`: not run (e.g. it needs an API key); counted and reported.
 - `<!-- readme-test: except "PREFIX" (why) -->` on a bash block: its commands run, those starting with PREFIX not.
 - `<!-- readme-test: output-of "COMMAND" -->`: the block is exactly what COMMAND (run earlier) printed.
@@ -11,10 +13,12 @@ A marker is an HTML comment on the lines just before a block (GitHub does not sh
   API_TOKEN) listens on 127.0.0.1:8000, or on a free port when 8000 is taken, and the README's exact `curl` line
   runs against it (only `localhost:8000` is rewritten then).
 
-Commands run with OPENAI_API_KEY unset and `.venv/bin` first on PATH: `bash scripts/...` from the repository root
-(as the set-up says), the others in a scratch directory; optional arguments written `[like this]` are left out.
-Python blocks run one after another with top-level `await` allowed, each in a namespace that first holds offline
-stand-ins the README assumes: `ceo`, `dev`, `agency` (scripted models) and `web_search`; a block may redefine them.
+Blocks in other languages (yaml, ini, json, text, ...) are not run. Commands run with OPENAI_API_KEY unset and
+`.venv/bin` first on PATH: `bash scripts/...` from the repository root (as the set-up says), the others in a scratch
+directory; optional arguments written `[like this]` are left out.
+Python blocks of a page run one after another with top-level `await` allowed, each in a namespace that first holds
+offline stand-ins the pages assume: `ceo`, `dev`, `agency` (scripted models) and `web_search`; a block may redefine
+them.
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ from agency_swarm.testing import ModelCall, ScriptedModel, Step, send_message
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 BIN = Path(sys.executable).parent
-MARKER = re.compile(r"<!--\s*readme-test:\s*(?P<mode>[\w-]+)(?P<rest>.*?)-->", re.DOTALL)
+MARKER = re.compile(r"<!--\s*(?:readme|docs)-test:\s*(?P<mode>[\w-]+)(?P<rest>.*?)-->", re.DOTALL)
 FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```\n", re.DOTALL | re.MULTILINE)
 SERVE_TOKEN = "readme-test-token"
 COMMAND_TIMEOUT_S = 60
@@ -130,13 +135,13 @@ def run_command(command: str, scratch: Path, **env: str) -> subprocess.Completed
         command, shell=True, cwd=where, env=command_env(**env), capture_output=True, text=True,
         timeout=COMMAND_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL,
     )
-    assert done.returncode == 0, f"README command `{command}` failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+    assert done.returncode == 0, f"command `{command}` failed ({done.returncode}):\n{done.stdout}{done.stderr}"
     return done
 
 
-def run_python(block: Block, namespace: dict[str, Any]) -> None:
+def run_python(block: Block, namespace: dict[str, Any], page: str = "README.md") -> None:
     namespace.update(stand_ins())
-    code = compile(block.body, f"README.md:{block.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    code = compile(block.body, f"{page}:{block.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     with contextlib.redirect_stdout(io.StringIO()):
         pending = eval(code, namespace)  # a coroutine when the block awaits at top level
         if pending is not None:
@@ -164,27 +169,31 @@ class Tally:
     not_run: list[str] = field(default_factory=list)
 
 
-def test_every_readme_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)  # files the blocks write land here
-    (tmp_path / "photo.png").write_bytes((ROOT / "examples" / "agentflow" / "flag.png").read_bytes())
-    (tmp_path / "report.pdf").write_bytes(b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n")  # files it names
-    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    monkeypatch.setenv("API_TOKEN", SERVE_TOKEN)
+def page_name(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def all_blocks() -> list[tuple[str, Block]]:
+    return [(page_name(page), block) for page in PAGES for block in readme_blocks(page.read_text())]
+
+
+def run_page(page: Path, scratch: Path) -> Tally:
+    """Every block of one page, in order, as the module docstring says."""
     tally = Tally()
     printed: dict[str, str] = {}  # command -> its stdout, for output-of blocks
-    namespace: dict[str, Any] = {}  # shared by the python blocks, as in one notebook
-    for block in readme_blocks(README.read_text()):
-        where = f"README.md:{block.line}"
+    namespace: dict[str, Any] = {}  # shared by the page's python blocks, as in one notebook
+    for block in readme_blocks(page.read_text()):
+        where = f"{page_name(page)}:{block.line}"
         if block.mode in ("skip", "serve", "a2a"):  # serve, a2a: the tests below run them
             tally.not_run.append(f"{where} {block.mode} {block.argument}")
         elif block.mode == "output-of":
             assert printed[block.quoted()[0]] == block.body, f"{where} is not what the command prints"
             tally.outputs += 1
         elif block.mode == "file":
-            write_file(block, tmp_path)
+            write_file(block, scratch)
             tally.files += 1
         elif block.lang == "python":
-            run_python(block, namespace)
+            run_python(block, namespace, page_name(page))
             tally.python += 1
         elif block.lang == "bash":
             excluded = block.quoted() if block.mode == "except" else []
@@ -192,16 +201,40 @@ def test_every_readme_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                 if any(command.startswith(prefix) for prefix in excluded):
                     tally.not_run.append(f"{where} `{command}`: {block.argument}")
                     continue
-                printed[command] = run_command(command, tmp_path).stdout
+                printed[command] = run_command(command, scratch).stdout
                 tally.commands += 1
         else:
             assert block.mode is None, f"{where}: marker {block.mode!r} on a {block.lang or 'text'} block"
-    print(f"README: {tally.python} python blocks and {tally.commands} commands ran, {tally.outputs} outputs "
-          f"compared, {tally.files} files written; not run: {tally.not_run}")
-    assert tally.python >= 8, tally
-    assert tally.commands >= 4, tally
-    assert tally.outputs == 1, tally
-    assert any("bash scripts/test.sh" in skipped for skipped in tally.not_run), "the test command is not run"
+    return tally
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_name)
+def test_every_block_of_the_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from postgres_support import POSTGRES_URL
+
+    monkeypatch.chdir(tmp_path)  # files the blocks write land here
+    (tmp_path / "photo.png").write_bytes((ROOT / "examples" / "agentflow" / "flag.png").read_bytes())
+    (tmp_path / "report.pdf").write_bytes(b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n")  # files it names
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("API_TOKEN", SERVE_TOKEN)
+    monkeypatch.setenv("DATABASE_URL", POSTGRES_URL)  # the durable example: the tests' database
+    tally = run_page(page, tmp_path)
+    print(f"{page_name(page)}: {tally.python} python blocks and {tally.commands} commands ran, {tally.outputs} "
+          f"outputs compared, {tally.files} files written; not run: {tally.not_run}")
+    if page == README:
+        assert tally.python >= 1, tally
+        assert tally.commands >= 1, tally
+        assert tally.outputs == 1, tally
+        assert any("bash scripts/test.sh" in skipped for skipped in tally.not_run), "the test command is not run"
+
+
+def test_the_guide_runs_its_examples_and_skips_few() -> None:
+    """Most blocks run; the few that do not (a real model, an install) say why."""
+    blocks = [(page, block) for page, block in all_blocks() if block.lang in ("python", "bash")]
+    skipped = [f"{page}:{block.line}" for page, block in blocks if block.mode == "skip"]
+    assert sum(block.lang == "python" and block.mode is None for _, block in blocks) >= 24
+    assert len(skipped) <= 8, skipped
+    assert all(block.argument.startswith("(") for _, block in blocks if block.mode == "skip"), "a skip says why"
 
 
 # -- the serving block: a real server and the README's curl line ---------------------------------------------------
@@ -225,11 +258,11 @@ def readme_port() -> int:
         return port
 
 
-def test_the_readme_serving_block_answers_its_curl_line(tmp_path: Path) -> None:
+def test_the_guide_serving_block_answers_its_curl_line(tmp_path: Path) -> None:
     from serving_app import ceo_answer
     from serving_support import start_serve
 
-    [block] = [block for block in readme_blocks(README.read_text()) if block.mode == "serve"]
+    [block] = [block for _, block in all_blocks() if block.mode == "serve"]
     commands = block.commands()
     [curl] = [command for command in commands if command.startswith("curl ")]
     assert any(command.startswith("agency-swarm serve agency.yaml") for command in commands)
@@ -254,14 +287,17 @@ def test_the_readme_serving_block_answers_its_curl_line(tmp_path: Path) -> None:
 
 def test_no_fenced_block_hides_from_this_test_by_indentation() -> None:
     """A fence indented (inside a list item) is not one `readme_blocks` sees: it would never run."""
-    indented = [n for n, line in enumerate(README.read_text().splitlines(), 1) if re.match(r"\s+```", line)]
-    assert indented == [], f"README lines {indented}: put these blocks at the start of the line"
+    indented = [
+        f"{page_name(page)}:{n}" for page in PAGES
+        for n, line in enumerate(page.read_text().splitlines(), 1) if re.match(r"\s+```", line)
+    ]
+    assert indented == [], f"{indented}: put these blocks at the start of the line"
 
 
-def test_the_readme_a2a_blocks_run_across_two_processes(tmp_path: Path) -> None:
+def test_the_a2a_page_blocks_run_across_two_processes(tmp_path: Path) -> None:
     from serving_support import free_port, start_serve
 
-    bash, python = [block for block in readme_blocks(README.read_text()) if block.mode == "a2a"]
+    bash, python = [block for _, block in all_blocks() if block.mode == "a2a"]
     [command] = bash.commands()
     arguments = shlex.split(command)
     assert arguments[:2] == ["agency-swarm", "serve"]
@@ -273,7 +309,7 @@ def test_the_readme_a2a_blocks_run_across_two_processes(tmp_path: Path) -> None:
     try:
         namespace = stand_ins()
         body = python.body.replace("localhost:8001", f"localhost:{port}")
-        code = compile(body, f"README.md:{python.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        code = compile(body, f"docs/a2a.md:{python.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             pending = eval(code, namespace)
@@ -298,11 +334,11 @@ def _free(port: int) -> bool:
 
 
 def block_with(text: str) -> Block:
-    [block] = [block for block in readme_blocks(README.read_text()) if block.lang == "python" and text in block.body]
+    [block] = [block for _, block in all_blocks() if block.lang == "python" and text in block.body]
     return block
 
 
-def test_the_readme_attaches_a_tool_and_its_approval_example_pauses_on_its_own_tool() -> None:
+def test_the_guide_attaches_a_tool_and_its_approval_example_pauses_on_its_own_tool() -> None:
     namespace: dict[str, Any] = {}
     run_python(block_with("tools=[write_file]"), namespace)
     assert namespace["result"].final_output == "hello.py is written."
@@ -324,12 +360,12 @@ def test_the_readme_attaches_a_tool_and_its_approval_example_pauses_on_its_own_t
     assert namespace["result"].final_output == "Cleaned up."
 
 
-def test_the_readme_names_each_hook_with_the_event_it_is_given() -> None:
+def test_the_guide_names_each_hook_with_the_event_it_is_given() -> None:
     import inspect
 
     from agency_swarm import AgencyHooks
 
-    readme = " ".join(README.read_text().split())
+    readme = " ".join((ROOT / "docs" / "guides" / "approvals.md").read_text().split())
     for name, method in inspect.getmembers(AgencyHooks, inspect.isfunction):
         if name.startswith("on_"):
             event = method.__annotations__["event"]  # a name: the hooks module postpones its annotations

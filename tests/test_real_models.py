@@ -293,7 +293,7 @@ async def test_full_jitter_waits_are_drawn_below_the_exponential_bound(
 async def test_retry_after_is_honoured_beyond_max_delay_up_to_max_retry_after(
     server: OpenAIServer, client: AsyncOpenAI
 ) -> None:
-    """A rate limit that says "30 s" is waited out, not cut to max_delay (issue 17, 9); max_retry_after caps it."""
+    """A rate limit that says "30 s" is waited out, not cut to max_delay; max_retry_after caps it."""
     waits = Waits()
     server.push(
         Status(429, headers={"retry-after": "30"}), Status(429, headers={"retry-after-ms": "90000"}),

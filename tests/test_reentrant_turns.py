@@ -1,4 +1,4 @@
-"""A tool that starts a turn of the chat it runs in fails at once with ReentrantTurn (issue 17, observation 2).
+"""A tool that starts a turn of the chat it runs in fails at once with ReentrantTurn .
 
 Before, the new turn waited for the chat's lock, held by the turn that waits for the tool: a deadlock. Every call
 under test here is bounded by GUARD, so a regression fails the test instead of hanging it.

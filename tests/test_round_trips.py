@@ -1,6 +1,6 @@
 """PostgreSQL round trips per turn, counted at the socket by a proxy on 127.0.0.1 (tests/pg_proxy.py).
 
-The budget (issue 20): a one-call turn of a chat this worker already holds costs at most 5 round trips (turn lock
+The budget: a one-call turn of a chat this worker already holds costs at most 5 round trips (turn lock
 with the chat's version, the user's message, the answer, unlock); each further stored item costs at most one, and
 items that exist together (parallel tool calls, their outputs) are stored together. A chat that another process
 changed costs one more round trip (what changed), never a read of the whole chat.

@@ -1,4 +1,4 @@
-"""/healthz reflects the store (issue 17, observation 8): 503 naming the problem while it is unreachable or cannot
+"""/healthz reflects the store: 503 naming the problem while it is unreachable or cannot
 write (a full disk), never its address; one check a second at most, whoever polls; HEAD; a probe chat no client
 reaches. Real PostgreSQL: healthy, at a closed port, and cut mid-life behind a proxy; a real full disk (a small
 tmpfs) where mounting one is allowed. The one-second cache runs on an injected clock: nothing here waits for time

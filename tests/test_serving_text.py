@@ -1,4 +1,4 @@
-"""Text that is not valid UTF-8 over HTTP (issue 17, observation 1).
+"""Text that is not valid UTF-8 over HTTP.
 
 A JSON body may spell a lone UTF-16 surrogate (`"\\ud800"`): valid JSON, but not text, and no UTF-8 encoder takes
 it. The app refuses such a body at the door (422 naming the field) before anything runs or is stored; and a chat

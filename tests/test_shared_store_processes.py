@@ -1,7 +1,7 @@
 """Two real processes on one shared store take turns in one chat: every model sees every earlier message.
 
 Each process keeps the chat in memory between its turns, so this fails if a process trusts what it holds after
-another process wrote (the SQLite bug of issue 20), and passes only if each turn reads what changed.
+another process wrote (what SQLite without a turn lock did), and passes only if each turn reads what changed.
 """
 
 from __future__ import annotations

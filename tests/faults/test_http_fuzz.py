@@ -9,7 +9,7 @@ does every chat in the store at the end.
 
 Schemathesis leaves lone surrogates out of the strings it generates (they have no UTF-8 form), so the body hook
 below puts them back, in one string out of five (keys included): a JSON body can spell them, and this is exactly
-the text a server must survive (issue 17, observation 1, which this suite finds on its own without the fix).
+the text a server must survive (a lone surrogate, which this suite finds on its own without the fix).
 Bounded: MAX_EXAMPLES per operation and phase, STATEFUL_EXAMPLES sequences of up to MAX_STEPS calls.
 """
 
