@@ -9,8 +9,8 @@ from typing import Protocol
 from .._attachments._view import any_attachments, model_item
 from .._base._errors import ConfigError, ItemTooLarge
 from ._blobs import Attachments
-from ._checks import TURN_STARTED
 from ._store import Item, ThreadStore, immediate_append
+from ._thread_index import ThreadIndex
 from ._thread_items import SEND_CALL_ID, has_call_marks, has_send_ids, held_elsewhere, model_item_of, without_call_marks
 
 
@@ -28,8 +28,8 @@ class ConversationThread:
     hold the items) calls `on_unknown(chat_id)`: the ThreadManager then reads the chat from the store again.
     """
 
-    __slots__ = ("_append_now", "_attachments", "_listeners", "_on_unknown", "_store", "_turn_marks",
-                 "_turn_marks_length", "_view", "_view_length", "_view_lent", "_view_markers", "chat_id",
+    __slots__ = ("_append_now", "_attachments", "_index", "_listeners", "_on_unknown", "_store", "_view",
+                 "_view_length", "_view_lent", "_view_markers", "chat_id",
                  "has_attachments", "has_marks", "has_send_ids", "items", "key", "lent", "recipient", "sender")
 
     def __init__(
@@ -54,8 +54,7 @@ class ConversationThread:
         """The thread holds images or files: the model reads them resolved (`model_view`)."""
         self.has_send_ids = bool(self.items) and has_send_ids(self.items)
         """Incoming messages keep the call id of the send that brought them, which the model must not be handed."""
-        self._turn_marks: dict[str, int] | None = None  # `turn_begun`'s index, and how many of `items` it has seen
-        self._turn_marks_length = 0
+        self._index: ThreadIndex | None = None  # built when first asked (`index`), kept up with appends
         self._attachments = attachments
         self._view_markers = False
         self.lent = False
@@ -121,12 +120,9 @@ class ConversationThread:
         (self._owned() if self.lent else self.items).extend(items)
         if not self.has_send_ids and has_send_ids(items):
             self.has_send_ids = True
-        marks = self._turn_marks
-        if marks is not None and self._turn_marks_length == before:
-            for offset, item in enumerate(items):
-                if item.get("type") == TURN_STARTED:
-                    marks[str(item.get("turn_id"))] = before + offset
-            self._turn_marks_length = len(self.items)
+        index = self._index
+        if index is not None and index.length == before:
+            index.add(items)
         if self._view is not None:
             if self._view_lent:
                 self._view_lent = False
@@ -138,8 +134,8 @@ class ConversationThread:
     def writable(self) -> list[Item]:
         """`items`, to change in place. A list lent to a model that someone (the model, a hook) still holds stays
         theirs, unchanged: the thread goes on with a copy. Nobody else holding it, the lend cost no copy at all."""
-        self._view = None  # changed in place: `model_view` and `turn_begun` build theirs again when next asked
-        self._turn_marks = None
+        self._view = None  # changed in place: `model_view` and `index` are built again when next asked
+        self._index = None
         return self._owned()
 
     def _owned(self) -> list[Item]:
@@ -174,17 +170,36 @@ class ConversationThread:
             shown = [model_item(item, base64_of, markers) for item in shown]
         return shown
 
+    @property
+    def index(self) -> ThreadIndex:
+        """Open calls, approval marks and turn marks of `items` (`ThreadIndex`): built in one pass when first asked,
+        then kept up with appends; built again after an in-place change (`writable`)."""
+        index = self._index
+        if index is None or index.length != len(self.items):
+            index = self._index = ThreadIndex()
+            index.add(self.items)
+        return index
+
     def turn_begun(self, turn_id: str) -> int | None:
-        """Where the turn `turn_id` begins (its mark's index), if it began in this thread. The marks' index is kept
-        up with appends, and built again after an in-place change, so a new turn's id is looked up in one step."""
-        marks = self._turn_marks
-        if marks is None or self._turn_marks_length != len(self.items):
-            marks = self._turn_marks = {}
-            for index, item in enumerate(self.items):
-                if item.get("type") == TURN_STARTED:
-                    marks[str(item.get("turn_id"))] = index
-            self._turn_marks_length = len(self.items)
-        return marks.get(turn_id)
+        """Where the turn `turn_id` begins (its mark's index), if it began in this thread."""
+        return self.index.turns.get(turn_id)
+
+    def unanswered_calls(self) -> list[Item]:
+        """The function_call items without an output (`_thread_items.unanswered_calls`)."""
+        return list(self.index.calls.values())
+
+    def unanswered_requests(self) -> list[Item]:
+        """The hosted MCP approval requests without a response (`_thread_items.unanswered_requests`)."""
+        return list(self.index.requests.values())
+
+    def call_marks(self) -> tuple[set[str], set[str]]:
+        """(calls waiting for approval, calls started after one) (`_thread_items.call_marks`)."""
+        index = self.index
+        return set(index.awaiting), set(index.started)
+
+    def paused_run(self, call_id: str) -> Item | None:
+        """The last nested-run mark of `call_id`: the nested run it waits for, if any."""
+        return self.index.nested.get(call_id)
 
     def _tell(self, items: list[Item]) -> None:
         for item in items:

@@ -18,7 +18,7 @@ from .._threads._thread_items import is_finished, message_text, turn_end, turn_m
 from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
 from ._model_call import model_responses
-from ._nested_runs import paused_run_in, waiting_ids, waits
+from ._nested_runs import waiting_ids, waits
 from ._results import Interruption, ResponseStream, RunResult
 from ._state import USER_CALLER, AgentTurn, Message, Run, Turn
 from ._tracing import close_trace, open_trace
@@ -192,7 +192,7 @@ def _resumed_before(
 
 def _waiting_call_ids(manager: ThreadManager, chat_id: str) -> set[str]:
     """The ids a resume may decide on: each waiting call's, or those its agent tool's paused nested run waits for."""
-    threads = manager.get_threads(chat_id, include_marks=True)
+    threads = {thread.key: thread for thread in manager.threads_of(chat_id)}
     return {
         call_id for key, calls in manager.waiting_calls(chat_id).items() for call in calls
         for call_id in waiting_ids(threads[key], call)
@@ -305,7 +305,7 @@ def _unfinished_entry(
 ) -> tuple[AgentBase, Wiring]:
     prefix = USER_CALLER + "->"
     unfinished = [
-        key[len(prefix):] for key, items in manager.get_threads(chat_id, include_marks=True).items()
+        key[len(prefix):] for key, items in manager.held_items(chat_id).items()
         if key.startswith(prefix) and key[len(prefix):] in entries and not is_finished(items)
     ]
     if not unfinished:
@@ -325,8 +325,8 @@ def _unfinished_entry(
 async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: Wiring, chat_id: str) -> None:
     """Before a new message: calls waiting for approval stop it; calls a crash cut short get "interrupted" outputs."""
     agents = _reachable(agent, wiring)
-    depths = _thread_depths(list(manager.get_threads(chat_id)))
-    threads = manager.get_threads(chat_id, include_marks=True)
+    threads = {thread.key: thread for thread in manager.threads_of(chat_id)}
+    depths = _thread_depths(list(threads))
     waiting: list[Interruption] = []
     for key, calls in manager.waiting_calls(chat_id).items():
         sender, recipient = key.split("->", 1)
@@ -345,13 +345,13 @@ async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: W
 
 
 def _interruptions(
-    items: list[dict[str, Any]], call: dict[str, Any], tools: Mapping[str, Any], where: Interruption
+    thread: ConversationThread, call: dict[str, Any], tools: Mapping[str, Any], where: Interruption
 ) -> list[Interruption]:
     """What a waiting call of a thread (agent, caller, depth and chat in `where`) stands for: the calls its agent
     tool's paused nested run waits for, a hosted MCP approval request (named by its id), or the call itself while
     its agent still has the tool."""
     call_id = str(call.get("call_id") or call.get("id"))
-    nested = waits(paused_run_in(items, call_id))
+    nested = waits(thread.paused_run(call_id))
     if nested:
         return [dataclasses.replace(
             where, agent=wait["agent"], caller=where.agent, depth=where.depth + 1, call_id=wait["call_id"],
