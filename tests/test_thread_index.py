@@ -20,8 +20,8 @@ IDS = st.sampled_from(["c1", "c2", "c3", "c4"])
 def items_strategy() -> st.SearchStrategy[dict[str, Any]]:
     return st.one_of(
         st.builds(lambda text: {"role": "user", "content": text}, st.text(max_size=3)),
-        st.builds(lambda text: {"type": "message", "role": "assistant", "content": [{"type": "output_text",
-                                                                                       "text": text}]}, st.text(max_size=3)),
+        st.builds(lambda text: {"type": "message", "role": "assistant",
+                                "content": [{"type": "output_text", "text": text}]}, st.text(max_size=3)),
         st.builds(lambda call: {"type": "function_call", "call_id": call, "name": "f", "arguments": "{}"}, IDS),
         st.builds(lambda call: {"type": "function_call_output", "call_id": call, "output": "ok"}, IDS),
         st.builds(lambda call: {"type": "mcp_approval_request", "id": call, "name": "t", "arguments": "{}",
