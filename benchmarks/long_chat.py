@@ -6,12 +6,12 @@
 Method: per shape, store and length, `--chats` chats are filled with that many stored items in each thread
 (written straight to the store: user and assistant messages; in a thread between agents, incoming messages with
 their send's call id), then one agency (zero-latency scripted models) runs a turn on each to hold it, then
-`--rounds` rounds of one turn per chat are timed (perf_counter around the turn), so each chat grows by only a few
-items per round. Shapes, as in compare.py: W1 one agent; W2 a tool call; W3 CEO sends to Developer; W3S the same,
-streamed; W4 a chain of five; "approval" a W2 turn whose call pauses for approval and is resumed (both timed),
-with turn ids. The lengths are measured in turn, `--sweeps` times over (so a slow
-spell of this shared machine hits every length alike); a cell is the lowest of its sweeps' median turns, with its
-ratio to the shortest length.
+`--rounds` rounds are timed (perf_counter around each turn), so each chat grows by only a few items per round.
+The lengths are measured side by side: each round takes a turn of every chat of every length, in one agency, so a
+slow spell of this shared machine (and the heap the long chats make) falls on every length alike. A cell is the
+lowest of `--sweeps` median turns, with its ratio to the shortest length.
+Shapes, as in compare.py: W1 one agent; W2 a tool call; W3 CEO sends to Developer; W3S the same, streamed; W4 a
+chain of five; "approval" a W2 turn whose call pauses for approval and is resumed (both timed), with turn ids.
 "changed elsewhere" rows alternate two agencies (two processes would do the same) on each chat, so every turn
 first reads what the other one added. "turn ids" rows fill the chats with a turn mark before each user message and
 give every timed turn a `turn_id` (as an Idempotency-Key or durable mode does): the model never reads the marks.
@@ -140,31 +140,41 @@ class Case:
         return self.shape + (", changed elsewhere" if self.shared else "") + (", turn ids" if self.marked else "")
 
 
-async def timed_turns(case: Case, agencies: list[Agency], chats: list[str], rounds: int) -> list[float]:
+async def timed_turns(
+    case: Case, agencies: list[Agency], chats: dict[int, list[str]], rounds: int
+) -> dict[int, list[float]]:
+    """Turn times per length; each round takes one turn of every chat of every length in turn, so a slow spell of
+    the machine falls on every length alike."""
     def turn_id() -> str | None:
         return uuid.uuid4().hex if case.marked else None
 
-    for chat in chats:  # hold each chat (loaded once) before timing
-        for each in agencies:
-            await one_turn(each, case.shape, "warm up", chat, turn_id())
-    times = []
+    for names in chats.values():  # hold each chat (loaded once) before timing
+        for chat in names:
+            for each in agencies:
+                await one_turn(each, case.shape, "warm up", chat, turn_id())
+    times: dict[int, list[float]] = {length: [] for length in chats}
     for round_number in range(rounds):
-        for index, chat in enumerate(chats):
-            each = agencies[(round_number + index) % len(agencies)]
-            start = time.perf_counter()
-            await one_turn(each, case.shape, f"round {round_number}", chat, turn_id())
-            times.append(time.perf_counter() - start)
+        for length, names in chats.items():
+            for index, chat in enumerate(names):
+                each = agencies[(round_number + index) % len(agencies)]
+                start = time.perf_counter()
+                await one_turn(each, case.shape, f"round {round_number}", chat, turn_id())
+                times[length].append(time.perf_counter() - start)
     return times
 
 
-async def measure(open_store: Callable[[], ThreadStore], case: Case, length: int, chats: int, rounds: int) -> float:
+async def measure(
+    open_store: Callable[[], ThreadStore], case: Case, lengths: list[int], chats: int, rounds: int
+) -> dict[int, float]:
+    """The median turn per length, the lengths' chats measured side by side in one agency (one heap)."""
     filler = open_store()
-    names = [f"long-{length}-{uuid.uuid4().hex[:10]}" for _ in range(chats)]
-    shape_threads = threads(case.shape).items()
-    filled = {key: history(length, case.marked and not between, between) for key, between in shape_threads}
-    for name in names:
-        for key, items in filled.items():
-            await filler.append(name, key, items)
+    names = {length: [f"long-{length}-{uuid.uuid4().hex[:10]}" for _ in range(chats)] for length in lengths}
+    for length in lengths:
+        filled = {key: history(length, case.marked and not between, between)
+                  for key, between in threads(case.shape).items()}
+        for name in names[length]:
+            for key, items in filled.items():
+                await filler.append(name, key, items)
     if not isinstance(filler, MemoryThreadStore):
         await filler.aclose()
     agencies = [agency(case.shape, open_store()) for _ in range(2 if case.shared else 1)]
@@ -172,11 +182,11 @@ async def measure(open_store: Callable[[], ThreadStore], case: Case, length: int
         times = await timed_turns(case, agencies, names, rounds)
     finally:
         for each in agencies:
-            for name in names:
+            for name in [name for group in names.values() for name in group]:
                 await each.thread_manager.delete_chat(name)
             if not isinstance(each.thread_manager.store, MemoryThreadStore):
                 await each.aclose()
-    return statistics.median(times)
+    return {length: statistics.median(found) for length, found in times.items()}
 
 
 def cases(store: str, shapes: list[str]) -> list[Case]:
@@ -220,9 +230,8 @@ async def main() -> None:
             for case in cases(name, args.shapes):
                 best = dict.fromkeys(args.lengths, float("inf"))
                 for _ in range(args.sweeps):
-                    for length in args.lengths:
-                        median = await measure(openers[name], case, length, args.chats, args.rounds)
-                        best[length] = min(best[length], median)
+                    medians = await measure(openers[name], case, args.lengths, args.chats, args.rounds)
+                    best = {length: min(best[length], medians[length]) for length in args.lengths}
                 first = best[args.lengths[0]]
                 cells = [f"{best[length] * 1000:.3f} ({best[length] / first:.2f}x)" for length in args.lengths]
                 print(f"| {name}, {case.label} | {' | '.join(cells)} |", flush=True)
