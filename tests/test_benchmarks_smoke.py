@@ -72,18 +72,20 @@ def test_the_model_in_context_harness_times_the_model_call_in_every_condition() 
     assert all(re.fullmatch(r"\d+\.\d+ \(\d+\.\d+\)", cell) for _, cell in rows), proc.stdout
 
 
-def test_the_long_chat_benchmark_prints_a_row_per_store() -> None:
+def test_the_long_chat_benchmark_prints_a_row_per_shape_and_store() -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "long_chat.py"), "--lengths", "10", "200", "--stores", "memory",
-         "sqlite", "--chats", "2", "--rounds", "1", "--sweeps", "1"],
+         "sqlite", "--chats", "1", "--rounds", "1", "--sweeps", "1"],
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line]
     rows = [line.strip("| ").split(" | ") for line in lines]
+    shapes = ["W1", "W2", "W3", "W3S", "W4", "approval, turn ids", "W1, changed elsewhere", "W1, turn ids",
+              "W3, changed elsewhere"]
     assert [row[0] for row in rows] == [
-        "store", "memory", "memory, changed elsewhere", "memory, turn ids", "sqlite", "sqlite, changed elsewhere",
-        "sqlite, turn ids", "a copy of the model's input per call (not made)",
+        "store", *[f"memory, {shape}" for shape in shapes], *[f"sqlite, {shape}" for shape in shapes],
+        "a copy of the model's input per call (not made)",
     ]
     for row in rows[1:-1]:
         assert all(re.fullmatch(r"\d+\.\d+ \(\d+\.\d+x\)", cell) for cell in row[1:]), row

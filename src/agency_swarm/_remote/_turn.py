@@ -11,8 +11,8 @@ from .._base._errors import RemoteAgentError
 from .._base._events import AgentFinished, AgentStarted, ApprovalRequested
 from .._threads._checks import AWAITING_APPROVAL, NESTED_RUN
 from .._threads._store import Item
-from .._threads._thread_items import call_mark, unanswered_calls
-from .._turn._nested_runs import paused_run_in, waits
+from .._threads._thread_items import call_mark
+from .._turn._nested_runs import waits
 from .._turn._results import Interruption
 from .._turn._state import Message, Turn, incoming
 from ._exchange import Outcome, exchange
@@ -41,7 +41,7 @@ async def remote_turn(
         await _add(turn, [item])
         request = _request(turn, text, item[CONTEXT_ID], item[MESSAGE_ID], None)
     else:
-        waiting = unanswered_calls(thread.items)
+        waiting = thread.unanswered_calls()
         if waiting:
             request = await _decided(agent, turn, waiting[-1])
             if request is None:
@@ -107,7 +107,7 @@ async def _decided(agent: Remote, turn: Turn, call: Item) -> Any:
     """The A2A message answering the remote task the pair thread's `call` waits on, once the user decided on some of
     its calls (the call then gets its output); None when nothing is decided yet: the turn pauses again."""
     call_id = str(call.get("call_id"))
-    mark = paused_run_in(turn.thread.items, call_id) or {}
+    mark = turn.thread.paused_run(call_id) or {}
     waiting = waits(mark)
     run = turn.run
     approve = [str(wait["call_id"]) for wait in waiting if wait["call_id"] in run.approved]

@@ -28,10 +28,10 @@ from ._store import (
 )
 from ._thread import ConversationThread, ItemListener
 from ._thread_items import (
-    call_marks,
     drop_lost_reasoning,
     ends_with_reasoning,
     has_call_marks,
+    has_send_ids,
     interrupted_output,
     started_by_a_closed_send,
     unanswered_calls,
@@ -165,6 +165,15 @@ class ThreadManager:
                 chat_id, sender, recipient, None, self.store, self._listeners, self._reread, self.attachments
             )
         return thread
+
+    def threads_of(self, chat_id: str) -> list[ConversationThread]:
+        """The thread objects this process holds of a chat (none if it holds none)."""
+        return list(self._chats.get(chat_id, {}).values())
+
+    def held_items(self, chat_id: str) -> dict[str, list[Item]]:
+        """{thread key: the thread's own items list} of the threads this process holds of a chat, marks included:
+        for reading only, with no copy (`get_threads` copies)."""
+        return {key: thread.items for key, thread in self._chats.get(chat_id, {}).items()}
 
     def get_threads(self, chat_id: str, *, include_marks: bool = False) -> Threads:
         """A chat's threads held in memory, as {thread key: items} (lists are copies; items are shared): the items
@@ -346,11 +355,12 @@ class ThreadManager:
                     attachments=self.attachments,
                 )
             if at_end:
-                thread.writable().extend(items)
+                thread.add_stored(items)  # the thread keeps its model view and marks' index up, as with its own
             else:
                 thread.writable()[:0] = items
-            thread.has_marks = thread.has_marks or has_call_marks(items)
-            thread.has_attachments = thread.has_attachments or any_attachments(items)
+                thread.has_marks = thread.has_marks or has_call_marks(items)
+                thread.has_attachments = thread.has_attachments or any_attachments(items)
+                thread.has_send_ids = thread.has_send_ids or has_send_ids(items)
             # Added at the end: a call left open can only be among the new items (older ones were checked before).
             new = items if at_end else thread.items
             if unanswered_calls(new) or unanswered_requests(new) or ends_with_reasoning(thread.items):
@@ -367,7 +377,7 @@ class ThreadManager:
         """{thread key: its function_call items without outputs}, for the threads that have any."""
         pending: dict[str, list[Item]] = {}
         for key, thread in self._chats.get(chat_id, {}).items():
-            calls = unanswered_calls(thread.items)
+            calls = thread.unanswered_calls()
             if calls:
                 pending[key] = calls
         if not pending:
@@ -384,9 +394,9 @@ class ThreadManager:
         for key, thread in self._chats.get(chat_id, {}).items():
             if not thread.has_marks:
                 continue
-            awaiting, started = call_marks(thread.items)
+            awaiting, started = thread.call_marks()
             calls = [
-                call for call in [*unanswered_calls(thread.items), *unanswered_requests(thread.items)]
+                call for call in [*thread.unanswered_calls(), *thread.unanswered_requests()]
                 if (call_id := str(call.get("call_id") or call.get("id"))) in awaiting and call_id not in started
                 and call_id not in abandoned
             ]
@@ -400,11 +410,11 @@ class ThreadManager:
         was cut short, or a crash repaired it). Nobody will read what such a call gives, so it is never waiting for
         approval; the next turn repairs it."""
         threads = self._chats.get(chat_id, {})
-        unanswered = {key: unanswered_calls(thread.items) for key, thread in threads.items()}
+        unanswered = {key: thread.unanswered_calls() for key, thread in threads.items()}
         open_sends = {str(call.get("call_id")) for calls in unanswered.values() for call in calls}
         abandoned: set[str] = set()
         for key, calls in unanswered.items():
-            open_items = [*calls, *unanswered_requests(threads[key].items)]
+            open_items = [*calls, *threads[key].unanswered_requests()]
             if open_items and started_by_a_closed_send(threads[key].items, open_sends):
                 abandoned.update(str(item.get("call_id") or item.get("id")) for item in open_items)
         return abandoned
@@ -413,7 +423,8 @@ class ThreadManager:
         """Give every call without an output an "interrupted" output, stored, so the model API accepts the threads."""
         pending = self.pending_calls(chat_id)
         for key, thread in self._chats.get(chat_id, {}).items():
-            drop_lost_reasoning(thread.writable())
+            if ends_with_reasoning(thread.items):
+                drop_lost_reasoning(thread.writable())  # in place only when needed: its index and view stay
             calls = pending.get(key, [])
             await thread.extend([interrupted_output(str(call.get("call_id"))) for call in calls])
         self._unanswered.discard(chat_id)

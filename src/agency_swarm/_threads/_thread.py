@@ -9,9 +9,9 @@ from typing import Protocol
 from .._attachments._view import any_attachments, model_item
 from .._base._errors import ConfigError, ItemTooLarge
 from ._blobs import Attachments
-from ._checks import CALL_MARKS
 from ._store import Item, ThreadStore, immediate_append
-from ._thread_items import has_call_marks, held_elsewhere, without_call_marks
+from ._thread_index import ThreadIndex
+from ._thread_items import SEND_CALL_ID, has_call_marks, has_send_ids, held_elsewhere, model_item_of, without_call_marks
 
 
 class ItemListener(Protocol):
@@ -28,9 +28,9 @@ class ConversationThread:
     hold the items) calls `on_unknown(chat_id)`: the ThreadManager then reads the chat from the store again.
     """
 
-    __slots__ = ("_append_now", "_attachments", "_listeners", "_on_unknown", "_store", "_view", "_view_length",
-                 "_view_lent", "_view_markers", "chat_id", "has_attachments", "has_marks", "items", "key", "lent",
-                 "recipient", "sender")
+    __slots__ = ("_append_now", "_attachments", "_index", "_listeners", "_on_unknown", "_store", "_view",
+                 "_view_length", "_view_lent", "_view_markers", "chat_id",
+                 "has_attachments", "has_marks", "has_send_ids", "items", "key", "lent", "recipient", "sender")
 
     def __init__(
         self,
@@ -52,6 +52,9 @@ class ConversationThread:
         """The thread holds approval bookkeeping items (`CALL_MARKS`), which the model must not be handed."""
         self.has_attachments = bool(self.items) and any_attachments(self.items)
         """The thread holds images or files: the model reads them resolved (`model_view`)."""
+        self.has_send_ids = bool(self.items) and has_send_ids(self.items)
+        """Incoming messages keep the call id of the send that brought them, which the model must not be handed."""
+        self._index: ThreadIndex | None = None  # built when first asked (`index`), kept up with appends
         self._attachments = attachments
         self._view_markers = False
         self.lent = False
@@ -106,21 +109,33 @@ class ConversationThread:
         if self._listeners:
             self._tell(items)
 
+    def add_stored(self, items: list[Item]) -> None:
+        """Add items the store holds already (another process appended them): as `add` does after storing."""
+        self.has_marks = self.has_marks or has_call_marks(items)
+        self.has_attachments = self.has_attachments or any_attachments(items)
+        self._grow(items)
+
     def _grow(self, items: list[Item]) -> None:
+        before = len(self.items)
         (self._owned() if self.lent else self.items).extend(items)
+        if not self.has_send_ids and has_send_ids(items):
+            self.has_send_ids = True
+        index = self._index
+        if index is not None and index.length == before:
+            index.add(items)
         if self._view is not None:
             if self._view_lent:
                 self._view_lent = False
                 if held_elsewhere(self._view):  # a model or a hook kept the view it was given: it stays as it was
                     self._view = list(self._view)
-            shown = [item for item in items if item.get("type") not in CALL_MARKS]
-            self._view.extend(self._resolved(shown, self._view_markers) if self.has_attachments else shown)
+            self._view.extend(self._shown(items, self._view_markers))
             self._view_length = len(self.items)
 
     def writable(self) -> list[Item]:
         """`items`, to change in place. A list lent to a model that someone (the model, a hook) still holds stays
         theirs, unchanged: the thread goes on with a copy. Nobody else holding it, the lend cost no copy at all."""
-        self._view = None  # changed in place: `model_view` builds it again when next asked
+        self._view = None  # changed in place: `model_view` and `index` are built again when next asked
+        self._index = None
         return self._owned()
 
     def _owned(self) -> list[Item]:
@@ -136,22 +151,55 @@ class ConversationThread:
         agent that can pass them on). A thread with marks or attachments keeps this list up with its appends instead
         of building it from the whole chat at every model call; it is lent like `items` (copied before it grows if
         someone kept it) and built again after an in-place change."""
-        if not self.has_marks and not self.has_attachments:
+        if not (self.has_marks or self.has_attachments or self.has_send_ids):
             return self.items
         if self._view is None or self._view_length != len(self.items) or self._view_markers != markers:
-            shown = without_call_marks(self.items)
-            self._view = self._resolved(shown, markers) if self.has_attachments else shown
+            self._view = self._shown(self.items, markers)
             self._view_length = len(self.items)
             self._view_markers = markers
         self._view_lent = True
         return self._view
 
-    def _resolved(self, items: list[Item], markers: bool) -> list[Item]:
-        attachments = self._attachments
-        if attachments is None:
-            return items
-        base64_of = attachments.base64_of
-        return [model_item(item, base64_of, markers) for item in items]
+    def _shown(self, items: list[Item], markers: bool) -> list[Item]:
+        """`items` as `model_view` shows them: a new list (its items are the given ones where nothing changes)."""
+        shown = without_call_marks(items)  # marks are left out even before `has_marks` is set after adding one
+        if self.has_send_ids:
+            shown = [item if SEND_CALL_ID not in item else model_item_of(item) for item in shown]
+        if self.has_attachments and self._attachments is not None:
+            base64_of = self._attachments.base64_of
+            shown = [model_item(item, base64_of, markers) for item in shown]
+        return shown
+
+    @property
+    def index(self) -> ThreadIndex:
+        """Open calls, approval marks and turn marks of `items` (`ThreadIndex`): built in one pass when first asked,
+        then kept up with appends; built again after an in-place change (`writable`)."""
+        index = self._index
+        if index is None or index.length != len(self.items):
+            index = self._index = ThreadIndex()
+            index.add(self.items)
+        return index
+
+    def turn_begun(self, turn_id: str) -> int | None:
+        """Where the turn `turn_id` begins (its mark's index), if it began in this thread."""
+        return self.index.turns.get(turn_id)
+
+    def unanswered_calls(self) -> list[Item]:
+        """The function_call items without an output (`_thread_items.unanswered_calls`)."""
+        return list(self.index.calls.values())
+
+    def unanswered_requests(self) -> list[Item]:
+        """The hosted MCP approval requests without a response (`_thread_items.unanswered_requests`)."""
+        return list(self.index.requests.values())
+
+    def call_marks(self) -> tuple[set[str], set[str]]:
+        """(calls waiting for approval, calls started after one) (`_thread_items.call_marks`)."""
+        index = self.index
+        return set(index.awaiting), set(index.started)
+
+    def paused_run(self, call_id: str) -> Item | None:
+        """The last nested-run mark of `call_id`: the nested run it waits for, if any."""
+        return self.index.nested.get(call_id)
 
     def _tell(self, items: list[Item]) -> None:
         for item in items:

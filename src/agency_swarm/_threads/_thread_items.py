@@ -125,15 +125,22 @@ SEND_CALL_ID = "send_call_id"
 """Key of the call id an incoming message between agents keeps (the turn loop's `_state.SEND_CALL_ID`)."""
 
 
+def has_send_ids(items: list[Item]) -> bool:
+    return any(SEND_CALL_ID in item for item in items)
+
+
+def model_item_of(item: Item) -> Item:
+    """A copy of an incoming message without the `send_call_id` it keeps."""
+    return {key: value for key, value in item.items() if key != SEND_CALL_ID}
+
+
 def model_input(items: list[Item]) -> list[Item]:
     """A thread's items as a model takes them, e.g. as `agents.Runner.run`'s input: without bookkeeping marks and
     without the `send_call_id` of messages between agents. A new list; an item with `send_call_id` is a copy
     without it, every other item is the one given. Images and files stored by reference stay references here (the
     thread's `model_view` resolves them into their data)."""
-    return [
-        item if SEND_CALL_ID not in item else {key: value for key, value in item.items() if key != SEND_CALL_ID}
-        for item in items if item.get("type") not in CALL_MARKS
-    ]
+    return [item if SEND_CALL_ID not in item else model_item_of(item) for item in items
+            if item.get("type") not in CALL_MARKS]
 
 
 def started_by_a_closed_send(items: list[Item], open_calls: set[str]) -> bool:

@@ -16,11 +16,11 @@ from .._base._sync import INSIDE, Inside
 from .._telemetry import _switch
 from .._telemetry._watch import watch_turn
 from .._threads._manager import ConversationThread, PausedTurn, ThreadManager, clean_up
-from .._threads._thread_items import is_finished, message_text, turn_end, turn_mark, turn_start, without_call_marks
+from .._threads._thread_items import is_finished, message_text, turn_end, turn_mark, without_call_marks
 from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
 from ._model_call import model_responses
-from ._nested_runs import paused_run_in, waiting_ids, waits
+from ._nested_runs import waiting_ids, waits
 from ._results import Interruption, ResponseStream, RunResult
 from ._state import USER_CALLER, AgentTurn, Message, Run, Turn
 from ._tracing import close_trace, open_trace
@@ -67,15 +67,14 @@ async def top_level_turn(
 def _started_before(manager: ThreadManager, thread: ConversationThread, turn_id: str) -> int | None:
     """Where the turn `turn_id` began in `thread`, if it did. ConfigError if it began in the chat's thread with
     another entry point: one turn per id and chat, whoever it was addressed to."""
-    begun = turn_start(thread.items, turn_id)
+    begun = thread.turn_begun(turn_id)
     if begun is not None:
         return begun
-    own = f"{thread.sender}->{thread.recipient}"
-    for key, items in manager.get_threads(thread.chat_id, include_marks=True).items():
-        if key != own and key.startswith(f"{USER_CALLER}->") and turn_start(items, turn_id) is not None:
+    for other in manager.threads_of(thread.chat_id):
+        if other is not thread and other.sender == USER_CALLER and other.turn_begun(turn_id) is not None:
             raise ConfigError(
                 f"turn_id {turn_id!r} already names a turn of chat {thread.chat_id!r} addressed to "
-                f"{key.removeprefix(USER_CALLER + '->')!r}; a turn id stands for one turn of a chat."
+                f"{other.recipient!r}; a turn id stands for one turn of a chat."
             )
     return None
 
@@ -180,10 +179,10 @@ def _resumed_before(
 ) -> tuple[Turn, int] | None:
     """The turn, and its mark's index, of a resume that `turn_id` already started, if one did; of the user's
     decisions, those whose calls still wait apply (the others were applied by the resume that started)."""
-    threads = manager.get_threads(run.chat_id, include_marks=True)  # turn marks say where turns begin
+    threads = {thread.recipient: thread for thread in manager.threads_of(run.chat_id) if thread.sender == USER_CALLER}
     for name, (agent, wiring) in entries.items():
-        items = threads.get(f"{USER_CALLER}->{name}")
-        begun = None if items is None else turn_start(items, turn_id)
+        held = threads.get(name)
+        begun = None if held is None else held.turn_begun(turn_id)  # turn marks say where turns begin
         if begun is not None:
             waiting = _waiting_call_ids(manager, run.chat_id)
             run.approved = run.approved & waiting
@@ -195,7 +194,7 @@ def _resumed_before(
 
 def _waiting_call_ids(manager: ThreadManager, chat_id: str) -> set[str]:
     """The ids a resume may decide on: each waiting call's, or those its agent tool's paused nested run waits for."""
-    threads = manager.get_threads(chat_id, include_marks=True)
+    threads = {thread.key: thread for thread in manager.threads_of(chat_id)}
     return {
         call_id for key, calls in manager.waiting_calls(chat_id).items() for call in calls
         for call_id in waiting_ids(threads[key], call)
@@ -321,7 +320,7 @@ def _unfinished_entry(
 ) -> tuple[AgentBase, Wiring]:
     prefix = USER_CALLER + "->"
     unfinished = [
-        key[len(prefix):] for key, items in manager.get_threads(chat_id, include_marks=True).items()
+        key[len(prefix):] for key, items in manager.held_items(chat_id).items()
         if key.startswith(prefix) and key[len(prefix):] in entries and not is_finished(items)
     ]
     if not unfinished:
@@ -341,8 +340,8 @@ def _unfinished_entry(
 async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: Wiring, chat_id: str) -> None:
     """Before a new message: calls waiting for approval stop it; calls a crash cut short get "interrupted" outputs."""
     agents = _reachable(agent, wiring)
-    depths = _thread_depths(list(manager.get_threads(chat_id)))
-    threads = manager.get_threads(chat_id, include_marks=True)
+    threads = {thread.key: thread for thread in manager.threads_of(chat_id)}
+    depths = _thread_depths(list(threads))
     waiting: list[Interruption] = []
     for key, calls in manager.waiting_calls(chat_id).items():
         sender, recipient = key.split("->", 1)
@@ -361,13 +360,13 @@ async def _settle_unanswered(manager: ThreadManager, agent: AgentBase, wiring: W
 
 
 def _interruptions(
-    items: list[dict[str, Any]], call: dict[str, Any], tools: Mapping[str, Any], where: Interruption
+    thread: ConversationThread, call: dict[str, Any], tools: Mapping[str, Any], where: Interruption
 ) -> list[Interruption]:
     """What a waiting call of a thread (agent, caller, depth and chat in `where`) stands for: the calls its agent
     tool's paused nested run waits for, a hosted MCP approval request (named by its id), or the call itself while
     its agent still has the tool."""
     call_id = str(call.get("call_id") or call.get("id"))
-    nested = waits(paused_run_in(items, call_id))
+    nested = waits(thread.paused_run(call_id))
     if nested:
         return [dataclasses.replace(
             where, agent=wait["agent"], caller=where.agent, depth=where.depth + 1, call_id=wait["call_id"],

@@ -4,34 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._state import SEND_CALL_ID, USER_CALLER, Turn
+from ._state import Turn
 
 
 def model_history(turn: Turn) -> list[dict[str, Any]]:
     """What the model reads: a list of its own, so items the turn adds later never appear in what it was given;
-    in a thread between agents, without the send call ids kept with incoming messages. The thread's own list is
-    lent rather than copied: the thread copies it before changing it only if someone kept it (`writable`)."""
+    without bookkeeping marks, and in a thread between agents without the send call ids kept with incoming
+    messages (`model_view` keeps that list up with the thread's appends: no work per call that grows with the
+    thread). The list is lent rather than copied: the thread copies it before changing it only if someone kept it."""
     thread = turn.thread
-    items = thread.model_view(turn.wiring.send_tool is not None)  # no marks; attachments resolved (`model_view`)
+    items = thread.model_view(turn.wiring.send_tool is not None)  # attachments resolved, markers for a sender
     window = turn.agent.history_window
     if window is not None and len(items) > window + 1:
-        items = window_of(items, window)
-    if turn.caller != USER_CALLER:
-        return _model_input(items)  # a new list
+        return window_of(items, window)  # a new list
     if items is thread.items:
         thread.lent = True
     return items
-
-
-def _model_input(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A copy of `items` whose incoming messages leave out their send call id (`SEND_CALL_ID`)."""
-    return [item if SEND_CALL_ID not in item else _without_call_id(item) for item in items]
-
-
-def _without_call_id(item: dict[str, Any]) -> dict[str, Any]:
-    plain = item.copy()
-    del plain[SEND_CALL_ID]
-    return plain
 
 
 def window_of(items: list[dict[str, Any]], window: int) -> list[dict[str, Any]]:

@@ -26,13 +26,11 @@ from .._base._names import SEND_MESSAGE
 from .._threads._manager import ConversationThread, ThreadManager, clean_up
 from .._threads._thread_items import (
     INTERRUPTED_OUTPUT,
-    call_marks,
     drop_lost_reasoning,
+    ends_with_reasoning,
     interrupted_output,
     steps_before_pause,
     turn_mark,
-    turn_start,
-    unanswered_calls,
 )
 from . import _entry
 from ._calls import run_tools
@@ -283,12 +281,14 @@ async def _resumed_step(turn: Turn, setup: Setup) -> tuple[NextStep, int]:
     waiting for approval, else a new model call; and how many model calls it made before it paused (max_steps counts
     them, as `Runner`'s max_turns does). A function call cut short (a crash while it ran) is never run again: it gets
     the "interrupted" output, so no tool runs twice for one call id."""
-    items = turn.thread.writable()
-    drop_lost_reasoning(items)
-    awaiting, started = call_marks(items) if turn.thread.has_marks else (set(), set())
+    thread = turn.thread
+    if ends_with_reasoning(thread.items):
+        drop_lost_reasoning(thread.writable())  # in place only when needed: the thread's index stays as it is
+    items = thread.items
+    awaiting, started = thread.call_marks() if thread.has_marks else (set(), set())
     calls: list[ToolCallStep] = []
     cut: list[ToolCallStep] = []
-    for item in unanswered_calls(items):
+    for item in thread.unanswered_calls():
         step = classify(setup, ResponseFunctionToolCall.model_validate(item), resume=True)
         call_id = step.call.call_id
         if isinstance(step, FunctionToolCall) and (call_id not in awaiting or call_id in started):
@@ -301,7 +301,7 @@ async def _resumed_step(turn: Turn, setup: Setup) -> tuple[NextStep, int]:
         if stored is not None:
             await stored
     await _report_last_calls(turn, items, outputs, answered=not awaiting)  # approved calls: reported as they run
-    requests = [*waiting_requests(items, awaiting), *callback_requests(items, setup)] if awaiting else []
+    requests = [*waiting_requests(thread, awaiting), *callback_requests(items, setup)] if awaiting else []
     if not (calls or requests):
         return RUN_AGAIN, steps_before_pause(items)
     stops = bool(awaiting) and turn.agent.tool_use_behavior != "run_llm_again"
@@ -332,7 +332,7 @@ async def _report_last_calls(
     writes them in batches), so a crash can have cut those of an earlier response too."""
     if turn.emit is None:
         return
-    begun = turn_start(items, turn.run.turn_id) if answered and turn.depth == 0 and turn.run.turn_id else None
+    begun = turn.thread.turn_begun(turn.run.turn_id) if answered and turn.depth == 0 and turn.run.turn_id else None
     calls = items if begun is None else items[begun:]
     stored = {str(item.get("call_id")): item.get("output") for item in calls
               if answered and item.get("type") == "function_call_output"}

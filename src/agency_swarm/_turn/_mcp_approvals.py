@@ -19,6 +19,7 @@ from openai.types.responses.response_output_item import McpApprovalRequest
 from .._base._events import ApprovalRequested
 from .._threads._checks import AWAITING_APPROVAL
 from .._threads._store import Item
+from .._threads._thread import ConversationThread
 from .._threads._thread_items import call_mark, unanswered_requests
 from ._model_call import emit_hosted
 from ._results import Interruption
@@ -78,9 +79,9 @@ def callback_requests(items: list[Item], setup: Setup) -> list[McpApprovalReques
     ]
 
 
-def waiting_requests(items: list[Item], awaiting: set[str]) -> list[McpApprovalRequest]:
+def waiting_requests(thread: ConversationThread, awaiting: set[str]) -> list[McpApprovalRequest]:
     """The thread's MCP approval requests still waiting for a decision (marked as waiting, not answered)."""
-    requests = unanswered_requests(items)
+    requests = thread.unanswered_requests()
     return [McpApprovalRequest.model_validate(item) for item in requests if str(item.get("id")) in awaiting]
 
 

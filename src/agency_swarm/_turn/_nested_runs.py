@@ -165,7 +165,7 @@ def paused_run(thread: ConversationThread, call_id: str) -> Item | None:
     """The last `NESTED_RUN` mark of `call_id` in the thread: the nested run it waits for, if any."""
     if not thread.has_marks:
         return None
-    return paused_run_in(thread.items, call_id)
+    return thread.paused_run(call_id)
 
 
 def paused_run_in(items: list[Item], call_id: str) -> Item | None:
@@ -181,11 +181,11 @@ def waits(mark: Item | None) -> list[Waiting]:
     return [wait for wait in found if isinstance(wait, dict)] if isinstance(found, list) else []
 
 
-def waiting_ids(items: list[Item], call: Item) -> list[str]:
+def waiting_ids(thread: ConversationThread, call: Item) -> list[str]:
     """The call ids a waiting call stands for: its nested run's waiting calls, or itself (a hosted MCP approval
     request: its id)."""
     call_id = str(call.get("call_id") or call.get("id"))
-    mark = paused_run_in(items, call_id)
+    mark = thread.paused_run(call_id)
     return [str(wait.get("call_id")) for wait in waits(mark)] if mark is not None else [call_id]
 
 
