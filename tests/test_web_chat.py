@@ -116,6 +116,21 @@ def test_a_turn_streams_with_the_developer_nested_under_the_ceos_send(server: Se
     assert SCREENSHOT.stat().st_size > 10_000
 
 
+def test_the_turns_cost_shows_next_to_its_usage_per_agent_on_hover(server: Server, page: object) -> None:
+    opened(page, server.url)
+    send(page, "price this")
+    usage = page.locator("#turns .turn").last.locator(".usage")
+    expect(usage).to_contain_text("requests 3, input 30 tokens, output 15 tokens")
+    cost = usage.locator(".cost")  # CEO: 2 calls of 10 + 5 tokens at $1/$2 per 1M; Developer: 1 call at $3/$6
+    expect(cost).to_have_text("cost $0.000100")
+    expect(cost).to_have_attribute("title", "CEO: $0.000040\nDeveloper: $0.000060")
+    send(page, "analyst numbers")  # Analyst's model has no price: the turn's cost is unknown, not zero
+    expect(page.locator("#turns .agent.sub[data-agent=Analyst] > .text")).to_have_text("Analyst read: analyst numbers")
+    cost = page.locator("#turns .turn").last.locator(".usage .cost")
+    expect(cost).to_have_text("cost unknown")
+    expect(cost).to_have_attribute("title", "CEO: $0.000040\nAnalyst: unknown")
+
+
 def test_a_paused_call_is_approved_from_the_page(server: Server, page: object) -> None:
     opened(page, server.url)
     send(page, "approve the deploy")

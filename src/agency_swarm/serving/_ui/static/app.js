@@ -93,6 +93,22 @@
     }
   }
 
+  // -- cost: the result's estimate in USD (null when a model it called has no price) ------------------------
+
+  function dollars(amount) {
+    if (amount === null || amount === undefined) return "unknown";
+    const digits = amount >= 1 ? 2 : amount >= 0.01 ? 4 : 6;
+    return "$" + amount.toFixed(digits);
+  }
+
+  function costView(result) {
+    const total = el("span", "cost", "cost " + dollars(result.cost_usd));
+    const byAgent = Object.entries(result.cost_by_agent || {}).map(([agent, amount]) => agent + ": " + dollars(amount));
+    total.title = byAgent.join("\n");
+    total.setAttribute("aria-label", total.textContent + (byAgent.length ? " (" + byAgent.join(", ") + ")" : ""));
+    return total;
+  }
+
   // -- one turn, as events arrive ---------------------------------------------------------------------------
 
   class TurnView {
@@ -235,6 +251,7 @@
       const line = el("div", "usage", "Usage: " + parts.join(", "));
       line.title = Object.entries(result.usage_by_agent || {})
         .map(([agent, u]) => agent + ": " + u.total_tokens + " tokens").join("\n");
+      line.append(" · ", costView(result));
       this.root.append(line);
       if (result.paused) this.root.append(el("div", "status", "Paused: approve or reject each call above."));
     }
