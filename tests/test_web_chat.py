@@ -59,15 +59,21 @@ def browser() -> Iterator[object]:
         browser.close()
 
 
-@pytest.fixture
-def page(browser: object) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1280, "height": 760})  # type: ignore[attr-defined]
+def new_page(browser: Any) -> Any:
+    """A page in a context of its own (its own sessionStorage); close its context when done."""
+    context = browser.new_context(viewport={"width": 1280, "height": 760})
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     page.dialogs = []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    return page
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    page = new_page(browser)
     yield page
-    context.close()
+    page.context.close()
 
 
 def opened(page: object, url: str) -> object:
@@ -141,6 +147,33 @@ def test_a_paused_call_is_approved_from_the_page(server: Server, page: object) -
     expect(call.locator("pre.output")).to_have_text("output: deployed prod")
     expect(page.locator("#turns .agent[data-agent=CEO] > .text").last).to_have_text("CEO: Dev: deployed prod")
     expect(call.get_by_role("button", name="Approve")).to_have_count(0)
+
+
+def test_a_paused_chat_opened_from_the_list_shows_its_waiting_call_and_resumes(server: Server, browser: Any) -> None:
+    first = new_page(browser)
+    opened(first, server.url)
+    send(first, "approve from the list")
+    expect(first.locator(".status", has_text="Paused")).to_have_count(1)
+    first.context.close()
+    page = new_page(browser)  # another tab: nothing of the streamed turn in it
+    opened(page, server.url)
+    page.locator("#chats button", has_text="approve from the list").click()
+    call = page.locator(".agent.sub[data-agent=Developer] .call", has_text="Developer calls deploy")
+    expect(call.locator("pre.arguments")).to_have_text('{"target": "prod"}')
+    expect(page.locator("#turns .status", has_text="Paused")).to_have_count(1)
+    expect(page.locator("#threads .item", has_text="agency_swarm.")).to_have_count(0)  # marks are not shown
+    approve = call.get_by_role("button", name="Approve")
+    approve.focus()
+    page.keyboard.press("Enter")
+    expect(call.locator("pre.output")).to_have_text("output: deployed prod")
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text")).to_have_text("CEO: Dev: deployed prod")
+    expect(page.locator("#turns .turn")).to_have_count(1)
+    expect(page.locator("#turns .turn .usage")).to_have_count(1)
+    expect(call.get_by_role("button", name="Approve")).to_have_count(0)
+    page.reload()  # stored as finished: no buttons any more
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text")).to_have_text("CEO: Dev: deployed prod")
+    expect(page.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+    page.context.close()
 
 
 def test_a_rejected_call_tells_the_model(server: Server, page: object) -> None:

@@ -336,14 +336,35 @@
     return "";
   }
 
-  function replaySegment(view, threads, key, items, caller, agent, depth, sendCallId) {
+  // A chat as stored, with its bookkeeping marks (`?marks=true`): the calls that wait for approval are those marked
+  // as waiting, not started since and without an output. The marks themselves are not shown.
+  const MARK = "agency_swarm.";
+
+  function withoutMarks(threads) {
+    const shown = {}, waiting = new Set();
+    for (const [key, items] of Object.entries(threads)) {
+      const awaiting = new Set(), answered = new Set();
+      for (const item of items) {
+        if (item.type === MARK + "awaiting_approval") awaiting.add(item.call_id);
+        else if (item.type === MARK + "approved_run") awaiting.delete(item.call_id);
+        else if (item.type === "function_call_output") answered.add(item.call_id);
+      }
+      for (const id of awaiting) if (!answered.has(id)) waiting.add(id);
+      shown[key] = items.filter((item) => !(typeof item.type === "string" && item.type.startsWith(MARK)));
+    }
+    return { threads: shown, waiting };
+  }
+
+  function replaySegment(view, stored, items, caller, agent, depth, sendCallId) {
     const base = { agent, caller, depth };
     view.handle({ ...base, type: "agent_started", send_call_id: sendCallId, message: "" });
     let answered = false;
     for (const item of items) {
       if (item.type === "function_call") {
         view.handle({ ...base, type: "tool_called", tool: item.name, call_id: item.call_id, arguments: item.arguments });
-        if (item.name === "send_message") replaySend(view, threads, agent, depth, item);
+        if (item.name === "send_message") replaySend(view, stored, agent, depth, item);
+        if (stored.waiting.has(item.call_id)) view.handle({ ...base, type: "approval_requested", tool: item.name,
+          call_id: item.call_id, arguments: item.arguments });
       } else if (item.type === "function_call_output") {
         view.handle({ ...base, type: "tool_output", call_id: item.call_id, output: String(item.output) });
       } else if (item.role === "assistant") {
@@ -355,31 +376,36 @@
     return answered;
   }
 
-  function replaySend(view, threads, sender, depth, call) {
+  function replaySend(view, stored, sender, depth, call) {
     let args = {};
     try { args = JSON.parse(call.arguments); } catch (ignored) { /* shown as sent */ }
     const recipient = String(args.recipient_agent || "");
     view.handle({ agent: sender, type: "message_sent", recipient, message: String(args.message || ""),
       call_id: call.call_id });
-    const items = threads[sender + "->" + recipient] || [];
+    const items = stored.threads[sender + "->" + recipient] || [];
     const start = items.findIndex((item) => item.send_call_id === call.call_id);
     if (start < 0) return;
     const rest = items.slice(start + 1);
     const next = rest.findIndex((item) => item.role === "user");
-    replaySegment(view, threads, null, next < 0 ? rest : rest.slice(0, next), sender, recipient, depth + 1,
-      call.call_id);
+    replaySegment(view, stored, next < 0 ? rest : rest.slice(0, next), sender, recipient, depth + 1, call.call_id);
   }
 
-  function replayChat(threads) {
+  // Draws the stored chat; true once its last turn is settled (answered, or paused for approvals).
+  function replayChat(stored) {
     $("turns").replaceChildren();
     const fragment = document.createDocumentFragment();
     let finished = true;
-    for (const [key, items] of Object.entries(threads)) {
+    for (const [key, items] of Object.entries(stored.threads)) {
       if (!key.startsWith("user->")) continue;
       const agent = key.slice("user->".length);
       let segment = null;
       const flush = () => {
-        if (segment) finished = replaySegment(segment.view, threads, key, segment.items, "user", agent, 0, null);
+        if (!segment) return;
+        finished = replaySegment(segment.view, stored, segment.items, "user", agent, 0, null);
+        if (segment.view.waiting.size) {
+          segment.view.root.append(el("div", "status", "Paused: approve or reject each call above."));
+          finished = true;
+        }
       };
       for (const item of items) {
         if (item.role === "user") {
@@ -395,15 +421,20 @@
     return finished;
   }
 
+  async function loadChat(chat) {
+    const response = await api(chatPath(chat) + "/threads?marks=true");
+    return withoutMarks((await response.json()).threads || {});
+  }
+
   async function loadThreads(chat) {
-    const response = await api(chatPath(chat) + "/threads");
-    return (await response.json()).threads || {};
+    return (await loadChat(chat)).threads;
   }
 
   async function waitForStored(chat, message) {
     for (let attempt = 0; attempt < 120 && state.chat === chat; attempt++) {
-      const threads = await loadThreads(chat);
-      const finished = replayChat(threads);
+      const stored = await loadChat(chat);
+      const threads = stored.threads;
+      const finished = replayChat(stored);
       showThreads(threads);
       const entry = Object.entries(threads).find(([key]) => key.startsWith("user->"));
       const hasMessage = !message || (entry && entry[1].some((item) => item.role === "user" && itemText(item) === message));
@@ -463,9 +494,9 @@
     state.chat = chat;
     sessionStorage.setItem(CHAT_KEY, chat);
     notice("");
-    const threads = await loadThreads(chat);
-    replayChat(threads);
-    showThreads(threads);
+    const stored = await loadChat(chat);
+    replayChat(stored);
+    showThreads(stored.threads);
     await refreshChats();
   }
 
@@ -507,12 +538,12 @@
       return;
     }
     // Durable: the whole turn again, from its first event (the view was rebuilt), then live.
-    const threads = await loadThreads(pending.chat);
-    const entry = Object.entries(threads).find(([key]) => key.startsWith("user->"));
+    const stored = await loadChat(pending.chat);
+    const entry = Object.entries(stored.threads).find(([key]) => key.startsWith("user->"));
     const items = entry ? entry[1] : [];
     const last = items.map((item) => item.role === "user").lastIndexOf(true);
-    replayChat(Object.fromEntries(Object.entries(threads).map(([key, its]) =>
-      [key, key === (entry && entry[0]) && last >= 0 ? its.slice(0, last) : its])));
+    replayChat({ waiting: new Set(), threads: Object.fromEntries(Object.entries(stored.threads).map(([key, its]) =>
+      [key, key === (entry && entry[0]) && last >= 0 ? its.slice(0, last) : its])) });
     const view = new TurnView(pending.message || "");
     setBusy(true);
     try {
