@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cut_proxy import CutProxy
 from postgres_support import require_postgres
 from serving_support import REPO, Gate, Server, start_serve
 from web_chat_app import XSS
@@ -231,6 +232,47 @@ def test_a_reload_mid_turn_shows_the_finished_turn_once(server: Server, gate: Ga
     expect(page.locator("#threads summary")).to_have_text(["user->CEO (4)", "CEO->Developer (2)"])
 
 
+@pytest.fixture
+def proxy(request: pytest.FixtureRequest) -> Iterator[CutProxy]:
+    """A proxy in front of the test's server (its `server` or `durable_server` fixture, by the test's name)."""
+    name = "durable_server" if "durable" in request.node.name else "server"
+    proxy = CutProxy(request.getfixturevalue(name).url)
+    yield proxy
+    proxy.close()
+
+
+def lose_the_connection(page: Any, proxy: CutProxy, said: str) -> None:
+    """The network goes down mid-stream (the page's open connections are cut and it is offline), the page says so,
+    then the network is back."""
+    page.context.set_offline(True)
+    assert proxy.cut() > 0
+    expect(page.locator("#notice")).to_have_text(re.compile(said))
+    page.context.set_offline(False)
+
+
+def test_a_lost_connection_mid_turn_shows_the_finished_turn_once_from_the_store(
+    proxy: CutProxy, gate: Gate, page: Any
+) -> None:
+    opened(page, proxy.url)
+    gate.shut()
+    try:
+        send(page, "[hold] offline work")
+        _, waiting = gate.arrivals.get(timeout=60)
+        expect(page.locator(".call > .who", has_text="CEO → Developer")).to_have_count(1)
+        lose_the_connection(page, proxy, "connection was lost")  # the turn goes on on the server
+    finally:
+        gate.open()
+    waiting.sendall(b"go\n")
+    waiting.close()
+    answer = "CEO: Dev did: [hold] offline work"
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text", has_text=answer)).to_have_count(1)
+    expect(page.locator("#notice")).to_be_hidden()
+    expect(page.locator("#turns .user-message", has_text="[hold] offline work")).to_have_count(1)
+    expect(page.locator("#turns .agent.sub[data-agent=Developer]")).to_have_count(1)
+    expect(page.locator("#threads summary")).to_have_text(["user->CEO (4)", "CEO->Developer (2)"])
+    expect(page.locator("#send")).to_be_enabled()
+
+
 @pytest.fixture(scope="module")
 def auth_server() -> Iterator[Server]:
     server = start_serve(
@@ -327,4 +369,31 @@ def test_durable_a_reload_mid_turn_goes_on_from_the_turns_events_without_duplica
     ]
     expect(page.locator("#turns .user-message", has_text="[hold] durable work")).to_have_count(1)
     expect(turn.locator(".usage")).to_have_count(1)
+    assert page.evaluate("sessionStorage.getItem('agency_swarm.pending')") is None
+
+
+def test_durable_a_lost_connection_mid_turn_reconnects_from_the_last_event_without_duplicates(
+    proxy: CutProxy, gate: Gate, page: Any
+) -> None:
+    opened(page, proxy.url)
+    gate.shut()
+    try:
+        send(page, "[hold] durable offline")
+        _, waiting = gate.arrivals.get(timeout=60)
+        expect(page.locator(".call > .who", has_text="CEO → Developer")).to_have_count(1)
+        lose_the_connection(page, proxy, "reconnecting")
+    finally:
+        gate.open()
+    waiting.sendall(b"go\n")
+    waiting.close()
+    answer = "CEO: Dev did: [hold] durable offline"
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text", has_text=answer)).to_have_count(1)
+    expect(page.locator("#notice")).to_be_hidden()
+    turn = page.locator("#turns .turn").last
+    assert turn.locator(".who, .asked, .text, .output").all_text_contents() == [
+        "CEO", "CEO → Developer", "[hold] durable offline", "Developer answers CEO", "Dev did: [hold] durable offline",
+        "answer: Dev did: [hold] durable offline", answer,
+    ]
+    expect(turn.locator(".usage")).to_have_count(1)
+    expect(page.locator("#turns .turn")).to_have_count(1)
     assert page.evaluate("sessionStorage.getItem('agency_swarm.pending')") is None

@@ -295,7 +295,12 @@
       } catch (lost) {
         if (!turn) throw lost;
       }
-      if (!ended && turn) await reconnect(view, pending);
+      if (!ended && !turn) throw new Error("The stream ended before the turn did.");
+      if (!ended && turn) {
+        notice("The connection was lost; reconnecting to the turn…");
+        await reconnect(view, pending);
+        notice("");
+      }
       remember(null);
     } catch (error) {
       if (pending && !pending.turn) {
@@ -430,15 +435,26 @@
     return (await loadChat(chat)).threads;
   }
 
+  // Plain mode after a lost stream: the turn goes on on the server; read the stored chat until its last turn is
+  // settled. While the network is down the reads fail; they are tried again (a refusal by the server is not).
   async function waitForStored(chat, message) {
     for (let attempt = 0; attempt < 120 && state.chat === chat; attempt++) {
-      const stored = await loadChat(chat);
-      const threads = stored.threads;
-      const finished = replayChat(stored);
-      showThreads(threads);
-      const entry = Object.entries(threads).find(([key]) => key.startsWith("user->"));
-      const hasMessage = !message || (entry && entry[1].some((item) => item.role === "user" && itemText(item) === message));
-      if (finished && hasMessage) return;
+      let stored = null;
+      try {
+        stored = await loadChat(chat);
+      } catch (error) {
+        if (error instanceof ApiError && error.status !== 503) throw error;
+      }
+      if (stored) {
+        const finished = replayChat(stored);
+        showThreads(stored.threads);
+        const entry = Object.entries(stored.threads).find(([key]) => key.startsWith("user->"));
+        const hasMessage = !message || (entry && entry[1].some((item) => item.role === "user" && itemText(item) === message));
+        if (finished && hasMessage) {
+          notice("");
+          return;
+        }
+      }
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   }
