@@ -65,6 +65,10 @@ class CutProxy:
         return len(now)
 
     def close(self) -> None:
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread in accept() (closing alone does not)
+        except OSError:
+            pass
         self._listener.close()
         self.cut()
         for thread in self._threads:
