@@ -4,6 +4,7 @@ as text only, keyboard use, bearer auth. The run writes the README's screenshot 
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -15,7 +16,7 @@ import pytest
 from cut_proxy import CutProxy
 from postgres_support import require_postgres
 from serving_support import REPO, Gate, Server, start_serve
-from web_chat_app import XSS
+from web_chat_app import MAX_PART_BYTES, XSS
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
@@ -24,6 +25,11 @@ expect.set_options(timeout=WAIT_MS)
 
 SCREENSHOT = REPO / "docs" / "images" / "web-chat.png"
 TOKEN = "web-chat-token-3c9d"
+BODY = ["--max-body-bytes", str(4 * 1024 * 1024)]  # room for a message's images and files
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
 
 
 def chromium() -> str:
@@ -46,7 +52,7 @@ def gate() -> Iterator[Gate]:
 
 @pytest.fixture(scope="module")
 def server(gate: Gate) -> Iterator[Server]:
-    server = start_serve(["--factory", "web_chat_app:build_agency", "--store", "memory", "--ui"], env=gate.env)
+    server = start_serve(["--factory", "web_chat_app:build_agency", "--store", "memory", "--ui", *BODY], env=gate.env)
     yield server
     server.stop()
 
@@ -184,6 +190,49 @@ def test_a_rejected_call_tells_the_model(server: Server, page: object) -> None:
     call.get_by_role("button", name="Reject").click()
     expect(call.locator("pre.output")).to_have_text("output: Tool execution was not approved.")
     expect(page.locator("#turns .agent[data-agent=CEO] > .text").last).to_contain_text("CEO: Dev:")
+
+
+def test_images_and_pdfs_go_with_the_message_and_show_as_chips(server: Server, page: Any) -> None:
+    page.on("filechooser", lambda chooser: None)  # Playwright takes file choosers from now on, before the page asks
+    opened(page, server.url)
+    page.locator("#message").fill("look at these")
+    page.locator("#attach").focus()
+    with page.expect_file_chooser() as chooser:  # the paperclip works from the keyboard
+        page.keyboard.press("Enter")
+    chooser.value.set_files([{"name": "dot.png", "mimeType": "image/png", "buffer": PNG},
+                             {"name": "report.pdf", "mimeType": "application/pdf", "buffer": PDF}])
+    expect(page.locator("#picked .chip")).to_have_text(["dot.png · 70 B×", f"report.pdf · {len(PDF)} B×"])
+    page.locator("#message").press("Enter")
+    answer = page.locator("#turns .agent[data-agent=CEO] > .text").last  # the send names the files it passes on
+    expect(answer).to_have_text(re.compile(r"^CEO: Dev did: look at these\n\[attachment att_\w+: image/png\]"))
+    user = page.locator("#turns .user-message").last
+    pdf = f"report.pdf · application/pdf · {len(PDF)} B"
+    expect(user.locator(".chip")).to_have_text(["dot.png · image/png · 70 B", pdf])
+    expect(user.locator("img.thumb")).to_have_attribute("src", re.compile("^blob:"))  # the picked file, here
+    assert user.locator("img.thumb").evaluate("(img) => img.decode().then(() => img.naturalWidth)") == 1
+    expect(page.locator("#picked")).to_be_hidden()
+    page.reload()  # stored: by reference (name, type, size), no picture of stored data
+    user = page.locator("#turns .user-message", has_text="look at these")
+    expect(user.locator(".chip")).to_have_text(["image · image/png · 70 B", pdf])
+    expect(user.locator("img")).to_have_count(0)
+    expect(page.locator("#threads .item", has_text="[report.pdf]")).to_have_count(1)
+
+
+def test_refused_attachments_are_a_notice_and_the_message_stays(server: Server, page: Any) -> None:
+    opened(page, server.url)
+    big = {"name": "big.png", "mimeType": "image/png", "buffer": PNG + bytes(MAX_PART_BYTES)}
+    fake = {"name": "fake.png", "mimeType": "image/png", "buffer": b"not a picture"}
+    for upload, status in ((big, "too_large"), (fake, "type_mismatch")):
+        page.locator("#message").fill("refuse " + status)
+        page.locator("#files").set_input_files([upload])
+        page.locator("#send").click()
+        expect(page.locator("#notice")).to_contain_text("The server refused the attachments: ")
+        expect(page.locator("#message")).to_have_value("refuse " + status)  # nothing is lost
+        expect(page.locator("#picked .chip")).to_have_count(1)
+        expect(page.locator("#turns .turn")).to_have_count(0)
+        page.get_by_role("button", name="Remove " + upload["name"]).click()
+        expect(page.locator("#picked")).to_be_hidden()
+    assert page.evaluate("sessionStorage.getItem('agency_swarm.pending')") is None
 
 
 def test_model_output_with_markup_is_shown_as_text_and_runs_nothing(server: Server, page: object) -> None:

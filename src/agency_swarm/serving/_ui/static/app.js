@@ -9,7 +9,7 @@
   const PENDING_KEY = "agency_swarm.pending";
   const RECONNECTS = 20;
   const $ = (id) => document.getElementById(id);
-  const state = { chat: null, busy: false, chartShown: false };
+  const state = { chat: null, busy: false, chartShown: false, files: [] };
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -30,15 +30,16 @@
     }
   }
 
-  function headers(extra) {
-    const all = { "Content-Type": "application/json", ...(extra || {}) };
+  function headers(extra, form) {
+    const all = { ...(form ? {} : { "Content-Type": "application/json" }), ...(extra || {}) };
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token) all.Authorization = "Bearer " + token;
     return all;
   }
 
   async function api(path, options) {
-    const response = await fetch(path, { ...(options || {}), headers: headers((options || {}).headers) });
+    const form = options && options.body instanceof FormData;  // the browser writes its multipart header
+    const response = await fetch(path, { ...(options || {}), headers: headers((options || {}).headers, form) });
     if (response.status === 401) {
       $("token-form").hidden = false;
       const had = sessionStorage.getItem(TOKEN_KEY);
@@ -109,12 +110,65 @@
     return total;
   }
 
+  // -- attachments: chips with the name, type and size; a picture only of a file picked here (a blob: URL) ----------
+
+  function sizeText(bytes) {
+    if (typeof bytes !== "number") return "";
+    if (bytes < 1024) return bytes + " B";
+    return bytes < 1024 * 1024 ? (bytes / 1024).toFixed(1) + " KB" : (bytes / 1024 / 1024).toFixed(1) + " MB";
+  }
+
+  function attachmentChips(attachments) {
+    const box = el("div", "attachments");
+    for (const a of attachments) {
+      const chip = el("span", "chip");
+      if (a.url) {
+        const thumb = el("img", "thumb");
+        thumb.src = a.url;
+        thumb.alt = "";
+        chip.append(thumb);
+      }
+      chip.append(el("span", "chip-text", [a.name, a.type, sizeText(a.size)].filter(Boolean).join(" · ")));
+      box.append(chip);
+    }
+    return box;
+  }
+
+  function attachmentsOf(item) {  // a stored message's images and files, by reference (never their data)
+    if (!Array.isArray(item.content)) return [];
+    return item.content.filter((part) => part.type === "input_image" || part.type === "input_file").map((part) => ({
+      name: part.filename || (part.type === "input_image" ? "image" : "file"),
+      type: (part.attachment && part.attachment.media_type) || "", size: part.attachment && part.attachment.size,
+    }));
+  }
+
+  function picked() {
+    const box = $("picked");
+    box.replaceChildren();
+    state.files.forEach((file, index) => {
+      const chip = el("span", "chip", file.name + " · " + sizeText(file.size));
+      const remove = el("button", "remove", "×");
+      remove.type = "button";
+      remove.setAttribute("aria-label", "Remove " + file.name);
+      remove.addEventListener("click", () => {
+        state.files.splice(index, 1);
+        picked();
+        $("attach").focus();
+      });
+      chip.append(remove);
+      box.append(chip);
+    });
+    box.hidden = !state.files.length;
+  }
+
   // -- one turn, as events arrive ---------------------------------------------------------------------------
 
   class TurnView {
-    constructor(message, into) {
+    constructor(message, into, attachments) {
       this.root = el("div", "turn");
-      this.root.append(el("div", "user-message", message));
+      const user = el("div", "user-message", message);
+      if (attachments && attachments.length) user.append(attachmentChips(attachments));
+      this.root.append(user);
       this.invocations = new Map();
       this.lanes = new Map();
       this.calls = new Map();
@@ -285,7 +339,13 @@
     setBusy(true);
     let pending = null;
     try {
-      const response = await api(path, { method: "POST", body: JSON.stringify(body) });
+      let response;
+      try {
+        response = await api(path, { method: "POST", body: body instanceof FormData ? body : JSON.stringify(body) });
+      } catch (refused) {
+        refused.unsent = true;  // nothing of the turn began
+        throw refused;
+      }
       const turn = response.headers.get("turn-id");
       pending = { chat: state.chat, message: message || null, turn, last: null };
       remember(pending);
@@ -336,9 +396,14 @@
   function itemText(item) {
     if (typeof item.content === "string") return item.content;
     if (Array.isArray(item.content)) {
-      return item.content.map((part) => part.text || (part.type ? "[" + part.type + "]" : "")).join("\n");
+      return item.content.map((part) => part.text || "[" + (part.filename || part.type || "part") + "]").join("\n");
     }
     return "";
+  }
+
+  function textOf(item) {  // only the text of a message (its images and files are shown as chips)
+    if (!Array.isArray(item.content)) return itemText(item);
+    return item.content.filter((part) => typeof part.text === "string").map((part) => part.text).join("\n");
   }
 
   // A chat as stored, with its bookkeeping marks (`?marks=true`): the calls that wait for approval are those marked
@@ -415,7 +480,7 @@
       for (const item of items) {
         if (item.role === "user") {
           flush();
-          segment = { view: new TurnView(itemText(item), fragment), items: [] };
+          segment = { view: new TurnView(textOf(item), fragment, attachmentsOf(item)), items: [] };
         } else if (segment) {
           segment.items.push(item);
         }
@@ -449,7 +514,7 @@
         const finished = replayChat(stored);
         showThreads(stored.threads);
         const entry = Object.entries(stored.threads).find(([key]) => key.startsWith("user->"));
-        const hasMessage = !message || (entry && entry[1].some((item) => item.role === "user" && itemText(item) === message));
+        const hasMessage = !message || (entry && entry[1].some((item) => item.role === "user" && textOf(item) === message));
         if (finished && hasMessage) {
           notice("");
           return;
@@ -537,12 +602,32 @@
 
   async function send() {
     const message = $("message").value;
-    if (!message.trim() || state.busy) return;
+    const files = state.files.slice();
+    if ((!message.trim() && !files.length) || state.busy) return;
     if (!state.chat) newChat();
     $("message").value = "";
+    state.files = [];
+    picked();
     notice("");
-    const view = new TurnView(message);
-    await streamTurn(chatPath(state.chat) + "/messages:stream", { message }, view, message);
+    const view = new TurnView(message, null, files.map((file) => ({ name: file.name, type: file.type,
+      size: file.size, url: /^image\/(png|jpeg|gif|webp)$/.test(file.type) ? URL.createObjectURL(file) : null })));
+    let body = { message };
+    if (files.length) {  // multipart/form-data: the message, then each file as a part with its name
+      body = new FormData();
+      body.append("message", message);
+      for (const file of files) body.append("files", file, file.name);
+    }
+    try {
+      await streamTurn(chatPath(state.chat) + "/messages:stream", body, view, message);
+    } catch (error) {
+      if (!error.unsent) throw error;
+      view.root.remove();  // refused before anything ran: the message and its files go back to the composer
+      $("message").value = message;
+      state.files = files;
+      picked();
+      const refusedFiles = files.length && (error.status === 413 || error.status === 415);
+      throw new Error(refusedFiles ? "The server refused the attachments: " + error.message : error.message);
+    }
   }
 
   async function resumePending() {
@@ -581,6 +666,12 @@
       refreshSide();
     });
     $("new-chat").addEventListener("click", newChat);
+    $("attach").addEventListener("click", () => $("files").click());
+    $("files").addEventListener("change", () => {
+      state.files.push(...$("files").files);
+      $("files").value = "";  // the same file may be picked again
+      picked();
+    });
     $("composer").addEventListener("submit", (event) => {
       event.preventDefault();
       send().catch(shown);
