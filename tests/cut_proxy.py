@@ -3,6 +3,7 @@ browser sees it (its response ends before its end), while the server goes on. Ne
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -51,10 +52,8 @@ class CutProxy:
         for sock in sockets:
             with self._lock:
                 self._open.discard(sock)
-            try:
+            with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
     def cut(self) -> int:
@@ -65,10 +64,8 @@ class CutProxy:
         return len(now)
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._listener.shutdown(socket.SHUT_RDWR)  # wakes the thread in accept() (closing alone does not)
-        except OSError:
-            pass
         self._listener.close()
         self.cut()
         for thread in self._threads:

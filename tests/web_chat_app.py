@@ -52,7 +52,7 @@ def build_agency(store: ThreadStore) -> Agency:
     ceo = Agent(name="CEO", description="Talks to the user.", model=ScriptedModel(ceo_script, name="web-chat-ceo"))
     developer = Agent(name="Developer", description="Writes the code.", tools=[deploy],
                       model=GatedModel(developer_script, name="web-chat-dev"))
-    analyst = Agent(name="Analyst", description="Reads the numbers.",
-                    model=ScriptedModel(lambda call: f"Analyst read: {call.last_user_message}", name="web-chat-analyst"))
+    analyst_model = ScriptedModel(lambda call: f"Analyst read: {call.last_user_message}", name="web-chat-analyst")
+    analyst = Agent(name="Analyst", description="Reads the numbers.", model=analyst_model)
     return Agency([ceo, [ceo, developer], [ceo, analyst]], thread_store=store,
                   attachment_limits=AttachmentLimits(max_part_bytes=MAX_PART_BYTES))

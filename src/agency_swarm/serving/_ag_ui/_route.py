@@ -13,8 +13,8 @@ from ..._agency._agency import Agency
 from ..._base._errors import TurnLockLost
 from ..._threads._chat_index import title_of
 from ..._turn._results import ResponseStream
-from .._auth._owners import ChatOwners
 from .._auth._context import context_data, rules_of
+from .._auth._owners import ChatOwners
 from .._auth._principal import RequestContext, principal_of
 from .._bodies import error_response, error_status, id_for_header
 from .._routes import _entry_point, key_turn_id
