@@ -4,6 +4,7 @@ as text only, keyboard use, bearer auth. The run writes the README's screenshot 
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -12,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from cut_proxy import CutProxy
 from postgres_support import require_postgres
 from serving_support import REPO, Gate, Server, start_serve
-from web_chat_app import XSS
+from web_chat_app import MAX_PART_BYTES, XSS
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
@@ -23,6 +25,11 @@ expect.set_options(timeout=WAIT_MS)
 
 SCREENSHOT = REPO / "docs" / "images" / "web-chat.png"
 TOKEN = "web-chat-token-3c9d"
+BODY = ["--max-body-bytes", str(4 * 1024 * 1024)]  # room for a message's images and files
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
 
 
 def chromium() -> str:
@@ -45,7 +52,7 @@ def gate() -> Iterator[Gate]:
 
 @pytest.fixture(scope="module")
 def server(gate: Gate) -> Iterator[Server]:
-    server = start_serve(["--factory", "web_chat_app:build_agency", "--store", "memory", "--ui"], env=gate.env)
+    server = start_serve(["--factory", "web_chat_app:build_agency", "--store", "memory", "--ui", *BODY], env=gate.env)
     yield server
     server.stop()
 
@@ -59,15 +66,21 @@ def browser() -> Iterator[object]:
         browser.close()
 
 
-@pytest.fixture
-def page(browser: object) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1280, "height": 760})  # type: ignore[attr-defined]
+def new_page(browser: Any) -> Any:
+    """A page in a context of its own (its own sessionStorage); close its context when done."""
+    context = browser.new_context(viewport={"width": 1280, "height": 760})
     page = context.new_page()
     page.set_default_timeout(WAIT_MS)
     page.dialogs = []
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    return page
+
+
+@pytest.fixture
+def page(browser: object) -> Iterator[object]:
+    page = new_page(browser)
     yield page
-    context.close()
+    page.context.close()
 
 
 def opened(page: object, url: str) -> object:
@@ -116,6 +129,21 @@ def test_a_turn_streams_with_the_developer_nested_under_the_ceos_send(server: Se
     assert SCREENSHOT.stat().st_size > 10_000
 
 
+def test_the_turns_cost_shows_next_to_its_usage_per_agent_on_hover(server: Server, page: object) -> None:
+    opened(page, server.url)
+    send(page, "price this")
+    usage = page.locator("#turns .turn").last.locator(".usage")
+    expect(usage).to_contain_text("requests 3, input 30 tokens, output 15 tokens")
+    cost = usage.locator(".cost")  # CEO: 2 calls of 10 + 5 tokens at $1/$2 per 1M; Developer: 1 call at $3/$6
+    expect(cost).to_have_text("cost $0.000100")
+    expect(cost).to_have_attribute("title", "CEO: $0.000040\nDeveloper: $0.000060")
+    send(page, "analyst numbers")  # Analyst's model has no price: the turn's cost is unknown, not zero
+    expect(page.locator("#turns .agent.sub[data-agent=Analyst] > .text")).to_have_text("Analyst read: analyst numbers")
+    cost = page.locator("#turns .turn").last.locator(".usage .cost")
+    expect(cost).to_have_text("cost unknown")
+    expect(cost).to_have_attribute("title", "CEO: $0.000040\nAnalyst: unknown")
+
+
 def test_a_paused_call_is_approved_from_the_page(server: Server, page: object) -> None:
     opened(page, server.url)
     send(page, "approve the deploy")
@@ -128,6 +156,33 @@ def test_a_paused_call_is_approved_from_the_page(server: Server, page: object) -
     expect(call.get_by_role("button", name="Approve")).to_have_count(0)
 
 
+def test_a_paused_chat_opened_from_the_list_shows_its_waiting_call_and_resumes(server: Server, browser: Any) -> None:
+    first = new_page(browser)
+    opened(first, server.url)
+    send(first, "approve from the list")
+    expect(first.locator(".status", has_text="Paused")).to_have_count(1)
+    first.context.close()
+    page = new_page(browser)  # another tab: nothing of the streamed turn in it
+    opened(page, server.url)
+    page.locator("#chats button", has_text="approve from the list").click()
+    call = page.locator(".agent.sub[data-agent=Developer] .call", has_text="Developer calls deploy")
+    expect(call.locator("pre.arguments")).to_have_text('{"target": "prod"}')
+    expect(page.locator("#turns .status", has_text="Paused")).to_have_count(1)
+    expect(page.locator("#threads .item", has_text="agency_swarm.")).to_have_count(0)  # marks are not shown
+    approve = call.get_by_role("button", name="Approve")
+    approve.focus()
+    page.keyboard.press("Enter")
+    expect(call.locator("pre.output")).to_have_text("output: deployed prod")
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text")).to_have_text("CEO: Dev: deployed prod")
+    expect(page.locator("#turns .turn")).to_have_count(1)
+    expect(page.locator("#turns .turn .usage")).to_have_count(1)
+    expect(call.get_by_role("button", name="Approve")).to_have_count(0)
+    page.reload()  # stored as finished: no buttons any more
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text")).to_have_text("CEO: Dev: deployed prod")
+    expect(page.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+    page.context.close()
+
+
 def test_a_rejected_call_tells_the_model(server: Server, page: object) -> None:
     opened(page, server.url)
     send(page, "approve nothing")
@@ -135,6 +190,49 @@ def test_a_rejected_call_tells_the_model(server: Server, page: object) -> None:
     call.get_by_role("button", name="Reject").click()
     expect(call.locator("pre.output")).to_have_text("output: Tool execution was not approved.")
     expect(page.locator("#turns .agent[data-agent=CEO] > .text").last).to_contain_text("CEO: Dev:")
+
+
+def test_images_and_pdfs_go_with_the_message_and_show_as_chips(server: Server, page: Any) -> None:
+    page.on("filechooser", lambda chooser: None)  # Playwright takes file choosers from now on, before the page asks
+    opened(page, server.url)
+    page.locator("#message").fill("look at these")
+    page.locator("#attach").focus()
+    with page.expect_file_chooser() as chooser:  # the paperclip works from the keyboard
+        page.keyboard.press("Enter")
+    chooser.value.set_files([{"name": "dot.png", "mimeType": "image/png", "buffer": PNG},
+                             {"name": "report.pdf", "mimeType": "application/pdf", "buffer": PDF}])
+    expect(page.locator("#picked .chip")).to_have_text(["dot.png · 70 B×", f"report.pdf · {len(PDF)} B×"])
+    page.locator("#message").press("Enter")
+    answer = page.locator("#turns .agent[data-agent=CEO] > .text").last  # the send names the files it passes on
+    expect(answer).to_have_text(re.compile(r"^CEO: Dev did: look at these\n\[attachment att_\w+: image/png\]"))
+    user = page.locator("#turns .user-message").last
+    pdf = f"report.pdf · application/pdf · {len(PDF)} B"
+    expect(user.locator(".chip")).to_have_text(["dot.png · image/png · 70 B", pdf])
+    expect(user.locator("img.thumb")).to_have_attribute("src", re.compile("^blob:"))  # the picked file, here
+    assert user.locator("img.thumb").evaluate("(img) => img.decode().then(() => img.naturalWidth)") == 1
+    expect(page.locator("#picked")).to_be_hidden()
+    page.reload()  # stored: by reference (name, type, size), no picture of stored data
+    user = page.locator("#turns .user-message", has_text="look at these")
+    expect(user.locator(".chip")).to_have_text(["image · image/png · 70 B", pdf])
+    expect(user.locator("img")).to_have_count(0)
+    expect(page.locator("#threads .item", has_text="[report.pdf]")).to_have_count(1)
+
+
+def test_refused_attachments_are_a_notice_and_the_message_stays(server: Server, page: Any) -> None:
+    opened(page, server.url)
+    big = {"name": "big.png", "mimeType": "image/png", "buffer": PNG + bytes(MAX_PART_BYTES)}
+    fake = {"name": "fake.png", "mimeType": "image/png", "buffer": b"not a picture"}
+    for upload, status in ((big, "too_large"), (fake, "type_mismatch")):
+        page.locator("#message").fill("refuse " + status)
+        page.locator("#files").set_input_files([upload])
+        page.locator("#send").click()
+        expect(page.locator("#notice")).to_contain_text("The server refused the attachments: ")
+        expect(page.locator("#message")).to_have_value("refuse " + status)  # nothing is lost
+        expect(page.locator("#picked .chip")).to_have_count(1)
+        expect(page.locator("#turns .turn")).to_have_count(0)
+        page.get_by_role("button", name="Remove " + upload["name"]).click()
+        expect(page.locator("#picked")).to_be_hidden()
+    assert page.evaluate("sessionStorage.getItem('agency_swarm.pending')") is None
 
 
 def test_model_output_with_markup_is_shown_as_text_and_runs_nothing(server: Server, page: object) -> None:
@@ -181,6 +279,47 @@ def test_a_reload_mid_turn_shows_the_finished_turn_once(server: Server, gate: Ga
     expect(page.locator("#turns .user-message", has_text="[hold] slow work")).to_have_count(1)
     expect(page.locator("#turns .agent.sub[data-agent=Developer]")).to_have_count(1)
     expect(page.locator("#threads summary")).to_have_text(["user->CEO (4)", "CEO->Developer (2)"])
+
+
+@pytest.fixture
+def proxy(request: pytest.FixtureRequest) -> Iterator[CutProxy]:
+    """A proxy in front of the test's server (its `server` or `durable_server` fixture, by the test's name)."""
+    name = "durable_server" if "durable" in request.node.name else "server"
+    proxy = CutProxy(request.getfixturevalue(name).url)
+    yield proxy
+    proxy.close()
+
+
+def lose_the_connection(page: Any, proxy: CutProxy, said: str) -> None:
+    """The network goes down mid-stream (the page's open connections are cut and it is offline), the page says so,
+    then the network is back."""
+    page.context.set_offline(True)
+    assert proxy.cut() > 0
+    expect(page.locator("#notice")).to_have_text(re.compile(said))
+    page.context.set_offline(False)
+
+
+def test_a_lost_connection_mid_turn_shows_the_finished_turn_once_from_the_store(
+    proxy: CutProxy, gate: Gate, page: Any
+) -> None:
+    opened(page, proxy.url)
+    gate.shut()
+    try:
+        send(page, "[hold] offline work")
+        _, waiting = gate.arrivals.get(timeout=60)
+        expect(page.locator(".call > .who", has_text="CEO → Developer")).to_have_count(1)
+        lose_the_connection(page, proxy, "connection was lost")  # the turn goes on on the server
+    finally:
+        gate.open()
+    waiting.sendall(b"go\n")
+    waiting.close()
+    answer = "CEO: Dev did: [hold] offline work"
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text", has_text=answer)).to_have_count(1)
+    expect(page.locator("#notice")).to_be_hidden()
+    expect(page.locator("#turns .user-message", has_text="[hold] offline work")).to_have_count(1)
+    expect(page.locator("#turns .agent.sub[data-agent=Developer]")).to_have_count(1)
+    expect(page.locator("#threads summary")).to_have_text(["user->CEO (4)", "CEO->Developer (2)"])
+    expect(page.locator("#send")).to_be_enabled()
 
 
 @pytest.fixture(scope="module")
@@ -279,4 +418,31 @@ def test_durable_a_reload_mid_turn_goes_on_from_the_turns_events_without_duplica
     ]
     expect(page.locator("#turns .user-message", has_text="[hold] durable work")).to_have_count(1)
     expect(turn.locator(".usage")).to_have_count(1)
+    assert page.evaluate("sessionStorage.getItem('agency_swarm.pending')") is None
+
+
+def test_durable_a_lost_connection_mid_turn_reconnects_from_the_last_event_without_duplicates(
+    proxy: CutProxy, gate: Gate, page: Any
+) -> None:
+    opened(page, proxy.url)
+    gate.shut()
+    try:
+        send(page, "[hold] durable offline")
+        _, waiting = gate.arrivals.get(timeout=60)
+        expect(page.locator(".call > .who", has_text="CEO → Developer")).to_have_count(1)
+        lose_the_connection(page, proxy, "reconnecting")
+    finally:
+        gate.open()
+    waiting.sendall(b"go\n")
+    waiting.close()
+    answer = "CEO: Dev did: [hold] durable offline"
+    expect(page.locator("#turns .agent[data-agent=CEO] > .text", has_text=answer)).to_have_count(1)
+    expect(page.locator("#notice")).to_be_hidden()
+    turn = page.locator("#turns .turn").last
+    assert turn.locator(".who, .asked, .text, .output").all_text_contents() == [
+        "CEO", "CEO → Developer", "[hold] durable offline", "Developer answers CEO", "Dev did: [hold] durable offline",
+        "answer: Dev did: [hold] durable offline", answer,
+    ]
+    expect(turn.locator(".usage")).to_have_count(1)
+    expect(page.locator("#turns .turn")).to_have_count(1)
     assert page.evaluate("sessionStorage.getItem('agency_swarm.pending')") is None

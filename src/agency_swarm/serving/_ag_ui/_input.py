@@ -15,6 +15,8 @@ from .._health import HEALTH_PROBE_CHAT
 MAX_RUN_ID_CHARS = 200
 RECIPIENT_PROP = "recipient_agent"
 """The `forwardedProps` key naming the entry point a new message goes to (default: the first)."""
+CONTEXT_PROP = "context"
+"""The `forwardedProps` key holding the request's `context` as a JSON object (as a /chats request's `context`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +123,24 @@ def _known_ids(run: RunAgentInput) -> tuple[frozenset[str], frozenset[str]]:
         elif isinstance(message, ToolMessage):
             results.add(message.tool_call_id)
     return frozenset(calls), frozenset(results)
+
+
+def request_context(run: RunAgentInput, schema_declared: bool) -> Any:
+    """The run's `context` as a /chats request carries it, for the server's `context_schema`: `forwardedProps.context`
+    (any JSON value), else, when the server declares a schema, AG-UI's `context` entries as an object
+    {description: value} (the values are strings). None when the run carries neither; without a schema AG-UI's
+    entries are not read (clients send them for their own tools), while `forwardedProps.context` is refused."""
+    props = run.forwarded_props
+    given = props.get(CONTEXT_PROP) if isinstance(props, dict) else None
+    if given is not None and run.context and schema_declared:
+        raise ConfigError(
+            f"The run carries both `context` entries and forwardedProps.{CONTEXT_PROP}; send the context one way."
+        )
+    if given is not None or not schema_declared or not run.context:
+        return given
+    entries: dict[str, str] = {}
+    for entry in run.context:
+        if entry.description in entries:
+            raise ConfigError(f"`context` has two entries described {entry.description!r}; each field once.")
+        entries[entry.description] = entry.value
+    return entries

@@ -13,13 +13,14 @@ from ..._agency._agency import Agency
 from ..._base._errors import TurnLockLost
 from ..._threads._chat_index import title_of
 from ..._turn._results import ResponseStream
+from .._auth._context import context_data, rules_of
 from .._auth._owners import ChatOwners
 from .._auth._principal import RequestContext, principal_of
 from .._bodies import error_response, error_status, id_for_header
 from .._routes import _entry_point, key_turn_id
 from .._sse import LOCK_LOST, EventPump, EventStreamResponse, Feed, StreamTurns, logger
 from .._text import utf8
-from ._input import RunRequest, run_request
+from ._input import RunRequest, request_context, run_request
 from ._translate import Translator
 
 _RAW = "raw"
@@ -170,7 +171,9 @@ def add_ag_ui_route(
         translator = Translator(run.thread_id, run.run_id, descriptions=descriptions)
         try:
             request = run_request(run)
-            context: RequestContext[Any] = RequestContext(principal_of(http.scope), request.chat_id)
+            rules = rules_of(http)
+            data = context_data(rules, request_context(run, rules.context_schema is not None))
+            context: RequestContext[Any] = RequestContext(principal_of(http.scope), request.chat_id, data)
             refusal = await _refusal(owners, request, context)
             if refusal is not None:
                 return refusal  # before the stream starts: nothing tells another principal's chat from none

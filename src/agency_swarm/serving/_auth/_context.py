@@ -46,19 +46,24 @@ def _problems(invalid: ValidationError) -> str:
     return "; ".join(shown)
 
 
+def context_data(rules: RequestRules, context: Any) -> Any:
+    """A request's `context` validated against the server's schema (None for none); ConfigError (400) when the
+    server takes none or it does not match."""
+    if context is None:
+        return None
+    if rules.context_schema is None:
+        raise ConfigError("This server takes no `context` with a request; leave it out.")
+    try:  # strict, as JSON: what the OpenAPI document shows is what is taken (no `false` for an int)
+        return rules.context_schema.model_validate_json(json.dumps(context), strict=True)
+    except ValidationError as invalid:
+        raise ConfigError(f"`context` does not match this server's schema: {_problems(invalid)}.") from None
+
+
 def turn_options(http: Request, chat_id: str, body: BaseModel | None) -> dict[str, Any]:
     """The keyword arguments of the turn a request starts or resumes: `context` (a RequestContext) and, when
     given and allowed, `additional_instructions`. ConfigError (400) for what this server does not take."""
     rules = rules_of(http)
-    data: Any = None
-    context = getattr(body, "context", None)
-    if context is not None:
-        if rules.context_schema is None:
-            raise ConfigError("This server takes no `context` with a request; leave it out.")
-        try:  # strict, as JSON: what the OpenAPI document shows is what is taken (no `false` for an int)
-            data = rules.context_schema.model_validate_json(json.dumps(context), strict=True)
-        except ValidationError as invalid:
-            raise ConfigError(f"`context` does not match this server's schema: {_problems(invalid)}.") from None
+    data = context_data(rules, getattr(body, "context", None))
     options: dict[str, Any] = {"context": RequestContext(principal_of(http.scope), chat_id, data)}
     instructions = getattr(body, "additional_instructions", None)
     if instructions is not None:

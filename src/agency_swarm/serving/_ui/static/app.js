@@ -9,7 +9,7 @@
   const PENDING_KEY = "agency_swarm.pending";
   const RECONNECTS = 20;
   const $ = (id) => document.getElementById(id);
-  const state = { chat: null, busy: false, chartShown: false };
+  const state = { chat: null, busy: false, chartShown: false, files: [] };
 
   function el(tag, cls, text) {
     const node = document.createElement(tag);
@@ -30,15 +30,16 @@
     }
   }
 
-  function headers(extra) {
-    const all = { "Content-Type": "application/json", ...(extra || {}) };
+  function headers(extra, form) {
+    const all = { ...(form ? {} : { "Content-Type": "application/json" }), ...(extra || {}) };
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token) all.Authorization = "Bearer " + token;
     return all;
   }
 
   async function api(path, options) {
-    const response = await fetch(path, { ...(options || {}), headers: headers((options || {}).headers) });
+    const form = options && options.body instanceof FormData;  // the browser writes its multipart header
+    const response = await fetch(path, { ...(options || {}), headers: headers((options || {}).headers, form) });
     if (response.status === 401) {
       $("token-form").hidden = false;
       const had = sessionStorage.getItem(TOKEN_KEY);
@@ -93,12 +94,81 @@
     }
   }
 
+  // -- cost: the result's estimate in USD (null when a model it called has no price) ------------------------
+
+  function dollars(amount) {
+    if (amount === null || amount === undefined) return "unknown";
+    const digits = amount >= 1 ? 2 : amount >= 0.01 ? 4 : 6;
+    return "$" + amount.toFixed(digits);
+  }
+
+  function costView(result) {
+    const total = el("span", "cost", "cost " + dollars(result.cost_usd));
+    const byAgent = Object.entries(result.cost_by_agent || {}).map(([agent, amount]) => agent + ": " + dollars(amount));
+    total.title = byAgent.join("\n");
+    total.setAttribute("aria-label", total.textContent + (byAgent.length ? " (" + byAgent.join(", ") + ")" : ""));
+    return total;
+  }
+
+  // -- attachments: chips with the name, type and size; a picture only of a file picked here (a blob: URL) ----------
+
+  function sizeText(bytes) {
+    if (typeof bytes !== "number") return "";
+    if (bytes < 1024) return bytes + " B";
+    return bytes < 1024 * 1024 ? (bytes / 1024).toFixed(1) + " KB" : (bytes / 1024 / 1024).toFixed(1) + " MB";
+  }
+
+  function attachmentChips(attachments) {
+    const box = el("div", "attachments");
+    for (const a of attachments) {
+      const chip = el("span", "chip");
+      if (a.url) {
+        const thumb = el("img", "thumb");
+        thumb.src = a.url;
+        thumb.alt = "";
+        chip.append(thumb);
+      }
+      chip.append(el("span", "chip-text", [a.name, a.type, sizeText(a.size)].filter(Boolean).join(" · ")));
+      box.append(chip);
+    }
+    return box;
+  }
+
+  function attachmentsOf(item) {  // a stored message's images and files, by reference (never their data)
+    if (!Array.isArray(item.content)) return [];
+    return item.content.filter((part) => part.type === "input_image" || part.type === "input_file").map((part) => ({
+      name: part.filename || (part.type === "input_image" ? "image" : "file"),
+      type: (part.attachment && part.attachment.media_type) || "", size: part.attachment && part.attachment.size,
+    }));
+  }
+
+  function picked() {
+    const box = $("picked");
+    box.replaceChildren();
+    state.files.forEach((file, index) => {
+      const chip = el("span", "chip", file.name + " · " + sizeText(file.size));
+      const remove = el("button", "remove", "×");
+      remove.type = "button";
+      remove.setAttribute("aria-label", "Remove " + file.name);
+      remove.addEventListener("click", () => {
+        state.files.splice(index, 1);
+        picked();
+        $("attach").focus();
+      });
+      chip.append(remove);
+      box.append(chip);
+    });
+    box.hidden = !state.files.length;
+  }
+
   // -- one turn, as events arrive ---------------------------------------------------------------------------
 
   class TurnView {
-    constructor(message, into) {
+    constructor(message, into, attachments) {
       this.root = el("div", "turn");
-      this.root.append(el("div", "user-message", message));
+      const user = el("div", "user-message", message);
+      if (attachments && attachments.length) user.append(attachmentChips(attachments));
+      this.root.append(user);
       this.invocations = new Map();
       this.lanes = new Map();
       this.calls = new Map();
@@ -235,6 +305,7 @@
       const line = el("div", "usage", "Usage: " + parts.join(", "));
       line.title = Object.entries(result.usage_by_agent || {})
         .map(([agent, u]) => agent + ": " + u.total_tokens + " tokens").join("\n");
+      line.append(" · ", costView(result));
       this.root.append(line);
       if (result.paused) this.root.append(el("div", "status", "Paused: approve or reject each call above."));
     }
@@ -268,7 +339,13 @@
     setBusy(true);
     let pending = null;
     try {
-      const response = await api(path, { method: "POST", body: JSON.stringify(body) });
+      let response;
+      try {
+        response = await api(path, { method: "POST", body: body instanceof FormData ? body : JSON.stringify(body) });
+      } catch (refused) {
+        refused.unsent = true;  // nothing of the turn began
+        throw refused;
+      }
       const turn = response.headers.get("turn-id");
       pending = { chat: state.chat, message: message || null, turn, last: null };
       remember(pending);
@@ -278,7 +355,12 @@
       } catch (lost) {
         if (!turn) throw lost;
       }
-      if (!ended && turn) await reconnect(view, pending);
+      if (!ended && !turn) throw new Error("The stream ended before the turn did.");
+      if (!ended && turn) {
+        notice("The connection was lost; reconnecting to the turn…");
+        await reconnect(view, pending);
+        notice("");
+      }
       remember(null);
     } catch (error) {
       if (pending && !pending.turn) {
@@ -314,19 +396,45 @@
   function itemText(item) {
     if (typeof item.content === "string") return item.content;
     if (Array.isArray(item.content)) {
-      return item.content.map((part) => part.text || (part.type ? "[" + part.type + "]" : "")).join("\n");
+      return item.content.map((part) => part.text || "[" + (part.filename || part.type || "part") + "]").join("\n");
     }
     return "";
   }
 
-  function replaySegment(view, threads, key, items, caller, agent, depth, sendCallId) {
+  function textOf(item) {  // only the text of a message (its images and files are shown as chips)
+    if (!Array.isArray(item.content)) return itemText(item);
+    return item.content.filter((part) => typeof part.text === "string").map((part) => part.text).join("\n");
+  }
+
+  // A chat as stored, with its bookkeeping marks (`?marks=true`): the calls that wait for approval are those marked
+  // as waiting, not started since and without an output. The marks themselves are not shown.
+  const MARK = "agency_swarm.";
+
+  function withoutMarks(threads) {
+    const shown = {}, waiting = new Set();
+    for (const [key, items] of Object.entries(threads)) {
+      const awaiting = new Set(), answered = new Set();
+      for (const item of items) {
+        if (item.type === MARK + "awaiting_approval") awaiting.add(item.call_id);
+        else if (item.type === MARK + "approved_run") awaiting.delete(item.call_id);
+        else if (item.type === "function_call_output") answered.add(item.call_id);
+      }
+      for (const id of awaiting) if (!answered.has(id)) waiting.add(id);
+      shown[key] = items.filter((item) => !(typeof item.type === "string" && item.type.startsWith(MARK)));
+    }
+    return { threads: shown, waiting };
+  }
+
+  function replaySegment(view, stored, items, caller, agent, depth, sendCallId) {
     const base = { agent, caller, depth };
     view.handle({ ...base, type: "agent_started", send_call_id: sendCallId, message: "" });
     let answered = false;
     for (const item of items) {
       if (item.type === "function_call") {
         view.handle({ ...base, type: "tool_called", tool: item.name, call_id: item.call_id, arguments: item.arguments });
-        if (item.name === "send_message") replaySend(view, threads, agent, depth, item);
+        if (item.name === "send_message") replaySend(view, stored, agent, depth, item);
+        if (stored.waiting.has(item.call_id)) view.handle({ ...base, type: "approval_requested", tool: item.name,
+          call_id: item.call_id, arguments: item.arguments });
       } else if (item.type === "function_call_output") {
         view.handle({ ...base, type: "tool_output", call_id: item.call_id, output: String(item.output) });
       } else if (item.role === "assistant") {
@@ -338,36 +446,41 @@
     return answered;
   }
 
-  function replaySend(view, threads, sender, depth, call) {
+  function replaySend(view, stored, sender, depth, call) {
     let args = {};
     try { args = JSON.parse(call.arguments); } catch (ignored) { /* shown as sent */ }
     const recipient = String(args.recipient_agent || "");
     view.handle({ agent: sender, type: "message_sent", recipient, message: String(args.message || ""),
       call_id: call.call_id });
-    const items = threads[sender + "->" + recipient] || [];
+    const items = stored.threads[sender + "->" + recipient] || [];
     const start = items.findIndex((item) => item.send_call_id === call.call_id);
     if (start < 0) return;
     const rest = items.slice(start + 1);
     const next = rest.findIndex((item) => item.role === "user");
-    replaySegment(view, threads, null, next < 0 ? rest : rest.slice(0, next), sender, recipient, depth + 1,
-      call.call_id);
+    replaySegment(view, stored, next < 0 ? rest : rest.slice(0, next), sender, recipient, depth + 1, call.call_id);
   }
 
-  function replayChat(threads) {
+  // Draws the stored chat; true once its last turn is settled (answered, or paused for approvals).
+  function replayChat(stored) {
     $("turns").replaceChildren();
     const fragment = document.createDocumentFragment();
     let finished = true;
-    for (const [key, items] of Object.entries(threads)) {
+    for (const [key, items] of Object.entries(stored.threads)) {
       if (!key.startsWith("user->")) continue;
       const agent = key.slice("user->".length);
       let segment = null;
       const flush = () => {
-        if (segment) finished = replaySegment(segment.view, threads, key, segment.items, "user", agent, 0, null);
+        if (!segment) return;
+        finished = replaySegment(segment.view, stored, segment.items, "user", agent, 0, null);
+        if (segment.view.waiting.size) {
+          segment.view.root.append(el("div", "status", "Paused: approve or reject each call above."));
+          finished = true;
+        }
       };
       for (const item of items) {
         if (item.role === "user") {
           flush();
-          segment = { view: new TurnView(itemText(item), fragment), items: [] };
+          segment = { view: new TurnView(textOf(item), fragment, attachmentsOf(item)), items: [] };
         } else if (segment) {
           segment.items.push(item);
         }
@@ -378,19 +491,35 @@
     return finished;
   }
 
-  async function loadThreads(chat) {
-    const response = await api(chatPath(chat) + "/threads");
-    return (await response.json()).threads || {};
+  async function loadChat(chat) {
+    const response = await api(chatPath(chat) + "/threads?marks=true");
+    return withoutMarks((await response.json()).threads || {});
   }
 
+  async function loadThreads(chat) {
+    return (await loadChat(chat)).threads;
+  }
+
+  // Plain mode after a lost stream: the turn goes on on the server; read the stored chat until its last turn is
+  // settled. While the network is down the reads fail; they are tried again (a refusal by the server is not).
   async function waitForStored(chat, message) {
     for (let attempt = 0; attempt < 120 && state.chat === chat; attempt++) {
-      const threads = await loadThreads(chat);
-      const finished = replayChat(threads);
-      showThreads(threads);
-      const entry = Object.entries(threads).find(([key]) => key.startsWith("user->"));
-      const hasMessage = !message || (entry && entry[1].some((item) => item.role === "user" && itemText(item) === message));
-      if (finished && hasMessage) return;
+      let stored = null;
+      try {
+        stored = await loadChat(chat);
+      } catch (error) {
+        if (error instanceof ApiError && error.status !== 503) throw error;
+      }
+      if (stored) {
+        const finished = replayChat(stored);
+        showThreads(stored.threads);
+        const entry = Object.entries(stored.threads).find(([key]) => key.startsWith("user->"));
+        const hasMessage = !message || (entry && entry[1].some((item) => item.role === "user" && textOf(item) === message));
+        if (finished && hasMessage) {
+          notice("");
+          return;
+        }
+      }
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
   }
@@ -446,9 +575,9 @@
     state.chat = chat;
     sessionStorage.setItem(CHAT_KEY, chat);
     notice("");
-    const threads = await loadThreads(chat);
-    replayChat(threads);
-    showThreads(threads);
+    const stored = await loadChat(chat);
+    replayChat(stored);
+    showThreads(stored.threads);
     await refreshChats();
   }
 
@@ -473,12 +602,32 @@
 
   async function send() {
     const message = $("message").value;
-    if (!message.trim() || state.busy) return;
+    const files = state.files.slice();
+    if ((!message.trim() && !files.length) || state.busy) return;
     if (!state.chat) newChat();
     $("message").value = "";
+    state.files = [];
+    picked();
     notice("");
-    const view = new TurnView(message);
-    await streamTurn(chatPath(state.chat) + "/messages:stream", { message }, view, message);
+    const view = new TurnView(message, null, files.map((file) => ({ name: file.name, type: file.type,
+      size: file.size, url: /^image\/(png|jpeg|gif|webp)$/.test(file.type) ? URL.createObjectURL(file) : null })));
+    let body = { message };
+    if (files.length) {  // multipart/form-data: the message, then each file as a part with its name
+      body = new FormData();
+      body.append("message", message);
+      for (const file of files) body.append("files", file, file.name);
+    }
+    try {
+      await streamTurn(chatPath(state.chat) + "/messages:stream", body, view, message);
+    } catch (error) {
+      if (!error.unsent) throw error;
+      view.root.remove();  // refused before anything ran: the message and its files go back to the composer
+      $("message").value = message;
+      state.files = files;
+      picked();
+      const refusedFiles = files.length && (error.status === 413 || error.status === 415);
+      throw new Error(refusedFiles ? "The server refused the attachments: " + error.message : error.message);
+    }
   }
 
   async function resumePending() {
@@ -490,12 +639,12 @@
       return;
     }
     // Durable: the whole turn again, from its first event (the view was rebuilt), then live.
-    const threads = await loadThreads(pending.chat);
-    const entry = Object.entries(threads).find(([key]) => key.startsWith("user->"));
+    const stored = await loadChat(pending.chat);
+    const entry = Object.entries(stored.threads).find(([key]) => key.startsWith("user->"));
     const items = entry ? entry[1] : [];
     const last = items.map((item) => item.role === "user").lastIndexOf(true);
-    replayChat(Object.fromEntries(Object.entries(threads).map(([key, its]) =>
-      [key, key === (entry && entry[0]) && last >= 0 ? its.slice(0, last) : its])));
+    replayChat({ waiting: new Set(), threads: Object.fromEntries(Object.entries(stored.threads).map(([key, its]) =>
+      [key, key === (entry && entry[0]) && last >= 0 ? its.slice(0, last) : its])) });
     const view = new TurnView(pending.message || "");
     setBusy(true);
     try {
@@ -517,6 +666,12 @@
       refreshSide();
     });
     $("new-chat").addEventListener("click", newChat);
+    $("attach").addEventListener("click", () => $("files").click());
+    $("files").addEventListener("change", () => {
+      state.files.push(...$("files").files);
+      $("files").value = "";  // the same file may be picked again
+      picked();
+    });
     $("composer").addEventListener("submit", (event) => {
       event.preventDefault();
       send().catch(shown);
