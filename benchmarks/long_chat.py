@@ -18,7 +18,7 @@ give every timed turn a `turn_id` (as an Idempotency-Key or durable mode does): 
 PostgreSQL: the test database (AGENCY_SWARM_BENCH_POSTGRES_URL to change).
 The last line is what a copy of the history per model call would cost (timed alone): the model is lent the
 thread's own list instead, copied only if someone keeps it
-(docs/design/performance.md, "The model is lent its thread's list").
+(docs/design/performance.md, "A turn's cost does not grow with the chat").
 """
 
 from __future__ import annotations
