@@ -280,5 +280,5 @@ def test_without_the_extra_the_endpoint_is_refused_naming_it(monkeypatch: pytest
         monkeypatch.delitem(sys.modules, name)
     for name in [name for name in sys.modules if name == "ag_ui" or name.startswith("ag_ui.")]:
         monkeypatch.setitem(sys.modules, name, None)  # as if ag-ui-protocol were not installed
-    with pytest.raises(ConfigError, match=r"pip install 'agency-swarm-sdk\[ag-ui\]'"):
+    with pytest.raises(ConfigError, match=r'pip install "\.\[ag-ui\]" in a clone'):
         create_app(build_agency, store="memory", ag_ui=True)

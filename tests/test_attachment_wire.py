@@ -71,7 +71,7 @@ async def test_chat_completions_gets_image_url_and_file_parts(server: OpenAIServ
 
 @pytest.mark.skipif(
     importlib.util.find_spec("litellm") is None,
-    reason="needs the optional litellm extra: pip install 'agency-swarm-sdk[litellm]'",
+    reason='needs the optional litellm extra: pip install ".[litellm]"',
 )
 async def test_litellm_gets_the_openai_wire_format(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     from agents.extensions.models.litellm_model import LitellmModel

@@ -30,7 +30,7 @@ def cli(arguments: list[str]) -> str:
 
 
 def message(extra: str, module: str) -> str:
-    return f'needs the {extra} extra ({module} is not installed): pip install "agency-swarm-sdk[{extra}]"'
+    return f'needs the {extra} extra ({module} is not installed): pip install ".[{extra}]" in a clone of agency_swarm'
 
 
 @pytest.mark.parametrize(("module", "extra"), [("fastapi", "serve"), ("uvicorn", "serve")])

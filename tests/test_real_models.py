@@ -693,13 +693,13 @@ async def test_a_litellm_name_without_litellm_says_how_to_install_it() -> None:
     with pytest.raises(ConfigError) as caught:
         await Agency(agent).get_response("hi")
     assert "Agent 'Claude' uses model 'litellm/anthropic/claude-3-5-sonnet'" in str(caught.value)
-    assert 'needs the litellm extra (litellm is not installed): pip install "agency-swarm-sdk[litellm]"' in str(
+    assert 'needs the litellm extra (litellm is not installed): pip install ".[litellm]"' in str(
         caught.value
     )
 
 
 @pytest.mark.skipif(
-    not litellm_installed(), reason='needs the optional litellm extra: pip install "agency-swarm-sdk[litellm]"'
+    not litellm_installed(), reason='needs the optional litellm extra: pip install ".[litellm]"'
 )
 async def test_litellm_models_through_the_local_server(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
     from agents.extensions.models.litellm_model import LitellmModel

@@ -15,12 +15,14 @@ class MissingExtra(ModuleNotFoundError):
         self.extra = extra
 
 
+def install_hint(extra: str) -> str:
+    """The command that adds an extra. The package is on no index: from a clone, or the wheel built from it."""
+    return f'pip install ".[{extra}]" in a clone of agency_swarm (or "./dist/<the wheel>.whl[{extra}]")'
+
+
 def extra_message(extra: str, module: str, needed_by: str) -> str:
-    """`<needed_by> needs the <extra> extra (<module> is not installed): pip install "agency-swarm-sdk[<extra>]"`."""
-    return (
-        f"{needed_by} needs the {extra} extra ({module} is not installed): "
-        f'pip install "agency-swarm-sdk[{extra}]" (with the package installed, this adds the extra).'
-    )
+    """`<needed_by> needs the <extra> extra (<module> is not installed): pip install ".[<extra>]" ...`."""
+    return f"{needed_by} needs the {extra} extra ({module} is not installed): {install_hint(extra)}."
 
 
 def require_extra(extra: str, *modules: str, needed_by: str) -> None:

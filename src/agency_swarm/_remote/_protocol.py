@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .._base._errors import ConfigError
 from .._base._events import AgentFinished, Event, RawModelEvent, TextDelta
+from .._base._extras import install_hint
 
 if TYPE_CHECKING:
     from a2a.types.a2a_pb2 import Message
@@ -19,7 +20,7 @@ event a progress update stands for, the calls an INPUT_REQUIRED task waits for."
 DEPTH = "depth"
 EVENT = "event"
 INTERRUPTIONS = "interruptions"
-A2A_EXTRA = "pip install 'agency-swarm-sdk[a2a]'"
+A2A_EXTRA = install_hint("a2a")
 MAX_PROGRESS_CHARS = 2000
 """A progress update's text is cut to this many characters (its event, in the metadata, keeps everything)."""
 

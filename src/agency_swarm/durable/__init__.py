@@ -1,4 +1,4 @@
-"""Durable turns on DBOS (the durable extra: `pip install "agency-swarm-sdk[durable]"`): each top-level turn a
+"""Durable turns on DBOS (the durable extra: `pip install ".[durable]"`): each top-level turn a
 workflow on a queue in PostgreSQL, finished by whichever worker is alive, submitted idempotently, its events a stream
 any process reads.
 

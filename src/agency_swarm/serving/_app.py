@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .._agency._agency import Agency
 from .._base._errors import ConfigError, InvalidChatId
-from .._base._extras import MissingExtra
+from .._base._extras import MissingExtra, install_hint
 from .._threads._manager import check_chat_id
 from .._threads._sql_store import SQLThreadStore
 from .._threads._store import MemoryThreadStore, ThreadStore
@@ -145,7 +145,7 @@ def _add_ag_ui(
         if not (missing.name or "").startswith("ag_ui"):
             raise
         raise ConfigError(
-            "The AG-UI endpoint needs the protocol's types: pip install 'agency-swarm-sdk[ag-ui]'."
+            f"The AG-UI endpoint needs the protocol's types: {install_hint('ag-ui')}."
         ) from None
     add_ag_ui_route(app, agency, streams, turns, owners, protected=protected)
 

@@ -19,7 +19,7 @@ from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._base._errors import ConfigError
-from .._base._extras import MissingExtra, require_extra
+from .._base._extras import MissingExtra, install_hint, require_extra
 from .._telemetry import _switch
 from .._telemetry._otel import content_wanted, tracer_from_env, tracing_wanted
 from .._telemetry._request import REQUEST, RequestNote
@@ -63,7 +63,7 @@ def _metrics() -> Any:
         if not (missing.name or "").startswith("prometheus_client"):
             raise
         raise ConfigError(
-            "The /metrics endpoint needs prometheus_client: pip install 'agency-swarm-sdk[metrics]'."
+            f"The /metrics endpoint needs prometheus_client: {install_hint('metrics')}."
         ) from None
     return metrics()
 

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 
 from .._agency._agency import Agency
 from .._base._errors import ConfigError, StoreError
-from .._base._extras import MissingExtra, require_extra
+from .._base._extras import MissingExtra, install_hint, require_extra
 from .._base._redact import secret_free_logger
 from .._threads._sql_store import POSTGRES_SCHEMES, SQLITE_SCHEMES, redact_url
 from .._threads._store import MemoryThreadStore, ThreadStore
@@ -405,7 +405,7 @@ def _check_ag_ui() -> None:
     try:
         import ag_ui.core  # noqa: F401
     except ImportError:
-        raise ConfigError("--ag-ui needs the protocol's types: pip install 'agency-swarm-sdk[ag-ui]'.") from None
+        raise ConfigError(f"--ag-ui needs the protocol's types: {install_hint('ag-ui')}.") from None
 
 
 def _run_uvicorn(workers: int, **options: Any) -> None:
