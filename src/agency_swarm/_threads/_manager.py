@@ -15,8 +15,8 @@ from .._attachments._view import any_attachments
 from .._base._errors import ChatNotLoaded, ConfigError, InvalidChatId, ReentrantTurn
 from .._base._sync import INSIDE
 from ._blobs import Attachments
-from ._running import RunningTurns
 from ._checks import only_known_recipients, without_refused_items
+from ._running import RunningTurns
 from ._store import (
     CallbackThreadStore,
     ChatVersion,
@@ -143,11 +143,7 @@ class ThreadManager:
         self.recipients: frozenset[str] | None = None
         """The agents of the chart (set by the Agency): a loaded thread for any other recipient is left out."""
         self.paused_turns: dict[str, PausedTurn] = {}
-        self.running = RunningTurns()
-        """The top-level turns running (or waiting for their chat) in this process: what a cancel stops."""
-        on_cancel = getattr(store, "on_cancel", None)
-        if on_cancel is not None:  # a store shared by processes hands this manager the cancels that others receive
-            on_cancel(self.running.cancel_here)
+        self.running = RunningTurns.on(store)  # the top-level turns running here: what a cancel stops
         """What each chat's unfinished turn leaves for a resume in this process: its context (for a resume that passes
         none) and its usage (a resumed turn's usage counts the calls before the pause). Never stored: it leaves with
         the chat when the chat leaves memory."""

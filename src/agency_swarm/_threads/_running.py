@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from dataclasses import dataclass, field
 from typing import Literal
@@ -56,6 +57,15 @@ class RunningTurns:
     def __init__(self) -> None:
         self._by_chat: dict[str, list[RunningTurn]] = {}
 
+    @classmethod
+    def on(cls, store: object) -> RunningTurns:
+        """A manager's running turns; a store shared by processes (`on_cancel`) hands them the cancels others get."""
+        running = cls()
+        on_cancel = getattr(store, "on_cancel", None)
+        if on_cancel is not None:
+            on_cancel(running.cancel_here)
+        return running
+
     def enter(self, chat_id: str, turn_id: str | None) -> RunningTurn:
         made = turn_id is None
         entry = RunningTurn(chat_id, turn_id or f"run-{uuid.uuid4().hex}", asyncio.current_task(), kept=not made)
@@ -89,8 +99,6 @@ class RunningTurns:
         entry.request_cancel()
         if entry.task is None or entry.task.get_loop() is not asyncio.get_running_loop():
             return "cancelled"  # a turn of another event loop: its `ended` is that loop's to wait on
-        try:
+        with contextlib.suppress(TimeoutError):  # it stops at its next await; the caller is told it was cancelled
             await asyncio.wait_for(asyncio.shield(entry.ended.wait()), CANCEL_WAIT_SECONDS)
-        except TimeoutError:
-            pass  # it stops at its next await; the caller is told it was cancelled
         return "cancelled"

@@ -42,7 +42,10 @@ async def cancellable(
 
 async def stopped(manager: ThreadManager, entry: RunningTurn, thread: ConversationThread | None) -> TurnCancelled:
     """Under the chat's lock, once the turn's own clean-up ran (its cut calls have the "interrupted" output, the
-    chat is saved): the cancel mark ends the entry agent's thread, so the turn is over, not waiting for a resume."""
+    chat is saved): the cancel mark ends the entry agent's thread, so the turn is over, not waiting for a resume.
+    Called with a CancelledError leaving the turn: one that no cancel asked for is raised again."""
+    if not entry.requested:
+        raise
     entry.withdraw()
     manager.paused_turns.pop(entry.chat_id, None)
     if thread is not None:

@@ -74,8 +74,6 @@ async def top_level_turn(
                 await _settle_unanswered(manager, agent, wiring, chat_id)
             return await _entry_turn(manager, turn, given, additional_instructions, stream, agent_turn)
         except asyncio.CancelledError:
-            if not entry.requested:
-                raise
             raise await stopped(manager, entry, thread) from None
 
 
@@ -165,8 +163,6 @@ def resume_turn(
             try:
                 return await _resumed(inside, where)
             except asyncio.CancelledError:
-                if not entry.requested:
-                    raise
                 raise await stopped(manager, entry, where[0] if where else None) from None
 
     async def _resumed(inside: Inside, where: list[ConversationThread]) -> RunResult:
@@ -181,15 +177,7 @@ def resume_turn(
         if again is not None:
             return await _turn_again(manager, again[0], again[1], stream, agent_turn)
         agent, wiring = _unfinished_entry(entries, manager, chat_id)
-        pending = _waiting_call_ids(manager, chat_id)
-        both = approve & reject.keys()
-        unknown = sorted((approve | reject.keys()) - pending)
-        if unknown or both:
-            raise ConfigError(
-                f"resume: call ids {sorted(both) or unknown} are "
-                f"{'both approved and rejected' if both else 'not waiting in chat ' + repr(chat_id)}; "
-                f"the calls waiting are: {sorted(pending) or 'none'}."
-            )
+        _check_decisions(manager, chat_id, approve, reject)
         turn = Turn(
             agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, USER_CALLER, agent.name),
             caller=USER_CALLER, depth=0, run=run,
@@ -201,6 +189,20 @@ def resume_turn(
         return await _entry_turn(manager, turn, None, None, stream, agent_turn)
 
     return resumed
+
+
+def _check_decisions(
+    manager: ThreadManager, chat_id: str, approve: frozenset[str], reject: Mapping[str, str | None]
+) -> None:
+    pending = _waiting_call_ids(manager, chat_id)
+    both = approve & reject.keys()
+    unknown = sorted((approve | reject.keys()) - pending)
+    if unknown or both:
+        raise ConfigError(
+            f"resume: call ids {sorted(both) or unknown} are "
+            f"{'both approved and rejected' if both else 'not waiting in chat ' + repr(chat_id)}; "
+            f"the calls waiting are: {sorted(pending) or 'none'}."
+        )
 
 
 def _resumed_before(

@@ -23,6 +23,7 @@ from ._auth._guards import AuthGuard, OwnershipGuard
 from ._auth._owners import ChatOwners
 from ._auth._settings import AuthSettings
 from ._bodies import error_response, failure_response
+from ._cancel import add_cancel_route
 from ._guard import PUBLIC_PATHS, RequestGuard
 from ._health import StoreHealth
 from ._routes import add_routes
@@ -103,6 +104,7 @@ def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool,
         from ._durable import add_durable_routes
 
         add_durable_routes(app, app.state.agency, turns, protected=protected, write_timeout=streams.write_timeout)
+    add_cancel_route(app, app.state.agency.cancel if turns is None else turns.cancel, protected=protected)
     _add_ag_ui(app, app.state.agency, streams, turns, access.owners, protected=protected, enabled=ag_ui)
     access.add_routes(app)
     app.state.access = access

@@ -17,6 +17,9 @@ from .._base._errors import (
     NothingToResume,
     RunError,
     StoreError,
+    TurnCancelled,
+    TurnNotRunning,
+    UnknownTurn,
 )
 from .._base._redact import secret_free_logger
 from .._turn._results import RunResult
@@ -186,6 +189,11 @@ def paused_over_http(message: str, chat_id: str) -> str:
     )
 
 
+_TURN_ERRORS: dict[type[Exception], tuple[int, str]] = {
+    UnknownTurn: (404, "not_found"), TurnNotRunning: (409, "turn_not_running"), TurnCancelled: (409, "cancelled"),
+}
+
+
 def error_status(exc: BaseException) -> tuple[int, ErrorDetail]:
     """The HTTP status and body for an exception a turn raised; the message never holds a stack trace."""
     if isinstance(exc, InvalidChatId):
@@ -195,6 +203,9 @@ def error_status(exc: BaseException) -> tuple[int, ErrorDetail]:
         return 409, ErrorDetail(type="chat_paused", message=message, interruptions=_interruptions(exc.interruptions))
     if isinstance(exc, NothingToResume):
         return 409, ErrorDetail(type="nothing_to_resume", message=str(exc))
+    for kind, (status, name) in _TURN_ERRORS.items():
+        if isinstance(exc, kind):
+            return status, ErrorDetail(type=name, message=str(exc))
     if isinstance(exc, ConfigError):
         return 400, ErrorDetail(type="bad_request", message=str(exc))
     if isinstance(exc, StoreError):  # its message names the database: the log gets it, the client does not
