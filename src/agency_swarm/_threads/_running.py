@@ -23,8 +23,6 @@ class RunningTurn:
     chat_id: str
     turn_id: str
     task: asyncio.Task[object] | None
-    kept: bool = True
-    """The id is the caller's (stored with the turn's message), not one made for the cancel."""
     requested: bool = False
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -67,8 +65,7 @@ class RunningTurns:
         return running
 
     def enter(self, chat_id: str, turn_id: str | None) -> RunningTurn:
-        made = turn_id is None
-        entry = RunningTurn(chat_id, turn_id or f"run-{uuid.uuid4().hex}", asyncio.current_task(), kept=not made)
+        entry = RunningTurn(chat_id, turn_id or f"run-{uuid.uuid4().hex}", asyncio.current_task())
         self._by_chat.setdefault(chat_id, []).append(entry)
         return entry
 

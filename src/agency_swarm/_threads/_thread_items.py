@@ -58,7 +58,8 @@ def turn_mark(turn_id: str) -> Item:
 
 
 def cancel_mark(turn_id: str | None) -> Item:
-    """Stored last in the entry agent's thread of a cancelled turn: the turn is over (not waiting for a resume)."""
+    """Stored last in the entry agent's thread of a cancelled turn: the turn is over (not waiting for a resume). It
+    names the turn (its id, or the `run-...` one a turn started without an id ran under)."""
     return {"type": TURN_CANCELLED, "turn_id": turn_id}
 
 

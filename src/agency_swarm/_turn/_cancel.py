@@ -11,7 +11,7 @@ from .._base._errors import TurnCancelled, TurnNotRunning, UnknownTurn
 from .._base._events import TurnCancelledEvent
 from .._threads._manager import ConversationThread, ThreadManager, clean_up
 from .._threads._running import RunningTurn
-from .._threads._thread_items import cancel_mark, turn_start
+from .._threads._thread_items import cancel_mark, is_cancel_mark, turn_start
 from ._channel import to_reader
 from ._results import ResponseStream
 from ._state import USER_CALLER
@@ -50,7 +50,7 @@ async def stopped(manager: ThreadManager, entry: RunningTurn, thread: Conversati
     manager.paused_turns.pop(entry.chat_id, None)
     if thread is not None:
         thread.has_marks = True
-        await clean_up(thread.extend([cancel_mark(entry.turn_id if entry.kept else None)]),
+        await clean_up(thread.extend([cancel_mark(entry.turn_id)]),
                        f"storing the cancel mark of chat {entry.chat_id!r}")
         if manager.saves_turns:
             await clean_up(manager.save(entry.chat_id), f"saving chat {entry.chat_id!r}")
@@ -87,8 +87,9 @@ async def cancel_turn(manager: ThreadManager, chat_id: str, turn_id: str | None)
     if turn_id is None:
         raise TurnNotRunning(f"Chat {chat_id!r} runs no turn now: nothing to cancel.")
     threads = await manager.store.load(chat_id) if manager.store is not None else _held(manager, chat_id)
-    if any(key.startswith(f"{USER_CALLER}->") and turn_start(items, turn_id) is not None
-           for key, items in threads.items()):
+    if any(key.startswith(f"{USER_CALLER}->") and (turn_start(items, turn_id) is not None or any(
+        is_cancel_mark(item) and item.get("turn_id") == turn_id for item in items
+    )) for key, items in threads.items()):
         raise TurnNotRunning(f"Turn {turn_id!r} of chat {chat_id!r} has ended: nothing to cancel.")
     raise UnknownTurn(f"Chat {chat_id!r} has no turn {turn_id!r}.")
 
