@@ -31,6 +31,7 @@ from .._base._errors import (
 )
 from .._base._redact import secret_free_logger
 from .._threads._manager import check_chat_id
+from .._threads._running import CANCEL_WAIT_SECONDS
 from .._threads._store import MemoryThreadStore
 from .._turn._agent import checked_request
 from .._turn._results import RunResult
@@ -341,9 +342,16 @@ class DurableTurns:
         handle = self.handle(chat_id, turn_id)
         if await handle.status() in ("done", "failed", "cancelled"):
             raise TurnNotRunning(f"Turn {turn_id!r} of chat {chat_id!r} has ended: nothing to cancel.")
-        await DBOS.cancel_workflow_async(turn_id)  # a queued turn is not started any more
-        with contextlib.suppress(TurnNotRunning, UnknownTurn):  # still queued: nothing runs
+        try:  # running: it stops, writes its `cancelled` event and the stream's end, and cancels its workflow
             await self.agency.cancel(chat_id, turn_id)
+        except (TurnNotRunning, UnknownTurn):  # queued: it is not started any more (or stopped, if it just started)
+            await DBOS.cancel_workflow_async(turn_id)
+            with contextlib.suppress(TurnNotRunning, UnknownTurn):
+                await self.agency.cancel(chat_id, turn_id)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stream_ended(turn_id), CANCEL_WAIT_SECONDS)
+        await DBOS.cancel_workflow_async(turn_id)  # its status says cancelled from now on (a no-op if it did so)
 
     def handle(self, chat_id: str, turn_id: str) -> TurnHandle:
         """The handle of a turn submitted to `chat_id` (by any worker); UnknownTurn if the id is not that chat's."""
@@ -394,4 +402,6 @@ class DurableTurns:
             writer.hold({"type": "turn_failed", "kind": failed.kind, "message": str(failed)})
             await writer.end()
             raise failed from None
+        if stream.cancelled:  # its events ended with `cancelled`: the workflow is cancelled too, not failed
+            await DBOS.cancel_workflow_async(turn_id)
         return stream.result
