@@ -83,7 +83,7 @@ async def test_cancels_over_http_stop_turns_on_either_worker(server: Server, gat
                                    headers={"idempotency-key": chat_id}) as response:
                 assert response.status_code == 200
                 turn_id = response.headers["turn-id"]
-                pid, held = await gate.next_arrival()
+                _, held = await gate.next_arrival()
                 try:
                     cancelled = await http.post(f"/chats/{chat_id}/turns/{turn_id}:cancel")
                     assert cancelled.status_code == 200, cancelled.text
