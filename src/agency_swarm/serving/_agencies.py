@@ -33,13 +33,8 @@ def several_agencies(
 ) -> FastAPI:
     """The app of `factories` ({name: factory}), each built by `build` (create_app) with `options` (create_app's
     keyword arguments): its routes under `/<name>`, `/healthz` for them all, CORS (`cors_origins`) in front."""
-    names = _checked_names(factories)
-    for option, what in SINGLE_AGENCY_ONLY.items():
-        if options.get(option):
-            raise ConfigError(
-                f"{what} serves one agency per app, not several: serve the agency that needs it in an app of its "
-                f"own (create_app(factory, {option}=...), or agency-swarm serve with one file), or leave {option} out."
-            )
+    names = checked_names(factories)
+    refuse_single_only(options)
     stores = _stores(options["store"], names, open_store)
     children = {name: build(factories[name], **{**options, "store": stores[name], "cors_origins": ()})
                 for name in names}
@@ -57,16 +52,27 @@ def several_agencies(
     return app
 
 
-def _checked_names(factories: Mapping[str, Any]) -> list[str]:
+def checked_names(factories: Mapping[str, Any], hint: str = "") -> list[str]:
+    """The agencies' names, each a path prefix (ConfigError otherwise, with `hint` on how to name one)."""
     if not factories:
         raise ConfigError("create_app needs at least one agency: {name: factory}.")
     for name in factories:
         if not isinstance(name, str) or not NAME.fullmatch(name) or name in RESERVED:
             raise ConfigError(
                 f"Agency name {name!r} is not a path prefix: 1 to 40 of a-z, 0-9, '_' and '-', starting with a letter "
-                f"or digit, and not one of {sorted(RESERVED)}."
+                f"or digit, and not one of {sorted(RESERVED)}{hint}."
             )
     return list(factories)
+
+
+def refuse_single_only(options: Mapping[str, Any]) -> None:
+    """ConfigError for an option that cannot serve several agencies yet, saying what to do instead."""
+    for option, what in SINGLE_AGENCY_ONLY.items():
+        if options.get(option):
+            raise ConfigError(
+                f"{what} serves one agency per app, not several: serve the agency that needs it in an app of its "
+                f"own (create_app(factory, {option}=...), or agency-swarm serve with one file), or leave {option} out."
+            )
 
 
 def _stores(store: object, names: list[str], open_store: Callable[[str], ThreadStore]) -> dict[str, ThreadStore | str]:
