@@ -98,8 +98,8 @@ class ServeSettings:
     def check(self) -> None:
         if (self.config is not None) + (self.factory is not None) + bool(self.agencies) != 1:
             raise ConfigError(
-                "Serve either an agency file (agency.yaml), several of them, or --factory module:function (or "
-                "FILE.py:function), not both."
+                "Serve either an agency file (agency.yaml) or --factory module:function (or FILE.py:function), not "
+                "both (several agency files: serve a.yaml b.yaml, each under /<stem>)."
             )
         self._check_agencies()
         if self.factory is not None and (self.models is not None or self.toolkits is not None):
