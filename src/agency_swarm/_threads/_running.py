@@ -4,27 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import uuid
-from dataclasses import dataclass, field
 from typing import Literal
 
 CancelOutcome = Literal["cancelled", "other_turn"]
 """What a process running a turn of the chat answers a cancel: it stopped that turn, or it runs another one."""
 
+_PROCESS = uuid.uuid4().hex[:12]
+_made = itertools.count(1)
+"""A turn started without an id runs under `run-<process>-<n>`: unique across processes sharing a store."""
+
 CANCEL_WAIT_SECONDS = 10.0
 """How long a cancel waits for the turn to have stopped (its clean-up writes are bounded by CLEAN_UP_SECONDS)."""
 
 
-@dataclass(eq=False)
 class RunningTurn:
     """One top-level turn of this process: its id (the caller's `turn_id`, else one made for it, `run-...`, kept
     only here), the task it runs in, and whether a cancel asked it to stop (then its CancelledError is that)."""
 
-    chat_id: str
-    turn_id: str
-    task: asyncio.Task[object] | None
-    requested: bool = False
-    ended: asyncio.Event = field(default_factory=asyncio.Event)
+    __slots__ = ("_ended", "chat_id", "requested", "task", "turn_id")
+
+    def __init__(self, chat_id: str, turn_id: str, task: asyncio.Task[object] | None) -> None:
+        self.chat_id, self.turn_id, self.task = chat_id, turn_id, task
+        self.requested = False
+        self._ended: asyncio.Event | None = None  # made only when a cancel waits for the end: most turns never
+
+    def ended(self) -> asyncio.Event:
+        if self._ended is None:
+            self._ended = asyncio.Event()
+        return self._ended
 
     def request_cancel(self) -> None:
         if self.requested or self.task is None or self.task.done():
@@ -65,12 +74,13 @@ class RunningTurns:
         return running
 
     def enter(self, chat_id: str, turn_id: str | None) -> RunningTurn:
-        entry = RunningTurn(chat_id, turn_id or f"run-{uuid.uuid4().hex}", asyncio.current_task())
+        entry = RunningTurn(chat_id, turn_id or f"run-{_PROCESS}-{next(_made)}", asyncio.current_task())
         self._by_chat.setdefault(chat_id, []).append(entry)
         return entry
 
     def leave(self, entry: RunningTurn) -> None:
-        entry.ended.set()
+        if entry._ended is not None:
+            entry._ended.set()
         turns = self._by_chat.get(entry.chat_id)
         if turns is not None and entry in turns:
             turns.remove(entry)
@@ -97,5 +107,5 @@ class RunningTurns:
         if entry.task is None or entry.task.get_loop() is not asyncio.get_running_loop():
             return "cancelled"  # a turn of another event loop: its `ended` is that loop's to wait on
         with contextlib.suppress(TimeoutError):  # it stops at its next await; the caller is told it was cancelled
-            await asyncio.wait_for(asyncio.shield(entry.ended.wait()), CANCEL_WAIT_SECONDS)
+            await asyncio.wait_for(asyncio.shield(entry.ended().wait()), CANCEL_WAIT_SECONDS)
         return "cancelled"

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
+from types import TracebackType
 from typing import Any
 
 from .._base._errors import TurnCancelled, TurnNotRunning, UnknownTurn
@@ -17,27 +16,36 @@ from ._results import ResponseStream
 from ._state import USER_CALLER
 
 
-@contextlib.asynccontextmanager
-async def cancellable(
-    manager: ThreadManager, chat_id: str, turn_id: str | None, stream: ResponseStream | None, agent: str
-) -> AsyncIterator[RunningTurn]:
-    """The turn is listed as running while inside; a cancel's CancelledError leaves as TurnCancelled (a stream's last
-    event then is `cancelled`). A turn stopped once it held its chat has stored its cancel mark (`stopped`) first."""
-    entry = manager.running.enter(chat_id, turn_id)
-    if stream is not None:
-        stream.turn_id = entry.turn_id
-    try:
-        yield entry
-    except asyncio.CancelledError:
-        if not entry.withdraw():
-            raise
-        await _told(entry, stream, agent)
-        raise _cancelled(entry) from None
-    except TurnCancelled:
-        await _told(entry, stream, agent)
-        raise
-    finally:
-        manager.running.leave(entry)
+class cancellable:
+    """`async with cancellable(...) as entry`: the turn is listed as running while inside; a cancel's CancelledError
+    leaves as TurnCancelled (a stream's last event then is `cancelled`). A turn stopped once it held its chat has
+    stored its cancel mark (`stopped`) first. A class, not a generator: it costs every turn about 1 µs."""
+
+    __slots__ = ("agent", "entry", "manager", "stream")
+
+    def __init__(
+        self, manager: ThreadManager, chat_id: str, turn_id: str | None, stream: ResponseStream | None, agent: str
+    ) -> None:
+        self.manager, self.stream, self.agent = manager, stream, agent
+        self.entry = manager.running.enter(chat_id, turn_id)
+        if stream is not None:
+            stream.turn_id = self.entry.turn_id
+
+    async def __aenter__(self) -> RunningTurn:
+        return self.entry
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        entry = self.entry
+        try:
+            if isinstance(error, asyncio.CancelledError) and entry.withdraw():
+                await _told(entry, self.stream, self.agent)
+                raise _cancelled(entry) from None
+            if isinstance(error, TurnCancelled):
+                await _told(entry, self.stream, self.agent)
+        finally:
+            self.manager.running.leave(entry)
 
 
 async def stopped(manager: ThreadManager, entry: RunningTurn, thread: ConversationThread | None) -> TurnCancelled:
