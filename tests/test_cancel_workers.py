@@ -57,6 +57,36 @@ async def test_a_cancel_reaches_the_turn_another_store_runs(postgres: str, prefi
         await other.aclose()
 
 
+async def test_a_cancel_reaches_a_turn_streaming_text_in_another_store(postgres: str, prefix: str) -> None:
+    gates = Gates()
+    runner, other = agency_on(SQLThreadStore(postgres), gates), agency_on(SQLThreadStore(postgres), Gates())
+    chat_id = f"{prefix}{uuid.uuid4().hex[:8]}"
+    try:
+        stream = runner.get_response_stream("halt here", chat_id=chat_id)
+        seen: list[str] = []
+
+        async def read() -> None:
+            async for event in stream:
+                seen.append(event.type)
+
+        reading = asyncio.create_task(read())
+        await asyncio.wait_for(gates.in_text.wait(), BOUND)
+        assert stream.turn_id is not None
+        await other.cancel(chat_id, stream.turn_id)
+        await reading
+        assert "text_delta" in seen
+        assert seen[-1] == "cancelled"
+        marks = await other.get_threads(chat_id, include_marks=True)
+        assert marks["user->CEO"][-1] == {"type": "agency_swarm.turn_cancelled", "turn_id": stream.turn_id}
+        with pytest.raises(TurnNotRunning):  # its id is stored with its cancel mark
+            await other.cancel(chat_id, stream.turn_id)
+        assert (await other.get_response("hello", chat_id=chat_id)).final_output == "echo hello"
+        assert check_threads(await other.get_threads(chat_id), final=True) == []
+    finally:
+        await runner.aclose()
+        await other.aclose()
+
+
 @pytest.fixture(scope="module")
 def gate() -> Iterator[Gate]:
     opened = Gate()

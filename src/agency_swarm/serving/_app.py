@@ -279,7 +279,9 @@ def _add_error_handlers(app: FastAPI) -> None:
 def _encoded_separator_in_chat_id(request: Request) -> InvalidChatId | None:
     """The 400 a chat route gives a bad id, for a path whose id segment holds a percent-encoded '/' or '\\'
     (`/chats/a%2Fb/messages`): decoded, it splits into segments no route matches, and would be a 404."""
-    raw = request.scope.get("raw_path")
+    raw, root = request.scope.get("raw_path"), request.scope.get("root_path", "").encode()
+    if isinstance(raw, bytes) and root and raw.startswith(root):  # an agency of several, mounted at /<name>
+        raw = raw[len(root):]
     if not isinstance(raw, bytes) or not raw.startswith(b"/chats/"):
         return None
     segment = raw[len(b"/chats/"):].split(b"/", 1)[0]
