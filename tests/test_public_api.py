@@ -32,7 +32,10 @@ from agency_swarm import (
     RemoteAgentError,
     RunError,
     StoreError,
+    TurnCancelled,
     TurnLockLost,
+    TurnNotRunning,
+    UnknownTurn,
 )
 from agency_swarm.testing import ScriptedModel, ToolCall
 
@@ -89,8 +92,12 @@ EXPECTED_ALL = [
     "ThreadStore",
     "ToolCalled",
     "ToolOutput",
+    "TurnCancelled",
+    "TurnCancelledEvent",
     "TurnLockLost",
     "TurnLockingStore",
+    "TurnNotRunning",
+    "UnknownTurn",
     "file_part",
     "function_tool",
     "image_part",
@@ -114,7 +121,7 @@ EXCEPTIONS = [
     AgencySwarmError, AttachmentError, ChartError, ChatNotLoaded, ChatPaused, ConfigError, ConfigFileError,
     InvalidChatId, ItemTooLarge, MaxStepsExceeded, ModelAuthenticationError, ModelError, ModelRequestError,
     ModelTimeout, ModelUnavailable, NothingToResume, OutputValidationError, ReentrantTurn, RunError, StoreError,
-    TurnLockLost, RemoteAgentError,
+    TurnLockLost, RemoteAgentError, TurnCancelled, TurnNotRunning, UnknownTurn,
 ]
 
 

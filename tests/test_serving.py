@@ -190,6 +190,7 @@ async def test_openapi_lists_every_endpoint_with_its_real_shapes() -> None:
             "/chats/{chat_id}/resume:stream": ["post"],
             "/chats/{chat_id}/threads": ["get"],
             "/chats/{chat_id}": ["delete"],
+            "/chats/{chat_id}/turns/{turn_id}:cancel": ["post"],
             "/chats": ["get"],
         }
         schemas = spec["components"]["schemas"]
@@ -224,14 +225,15 @@ def test_openapi_links_lead_from_a_chat_to_what_may_follow() -> None:
     operations = {op["operationId"]: op for methods in spec["paths"].values() for op in methods.values()}
     assert set(operations) == {
         "healthz", "post_message", "stream_message", "resume", "resume_stream", "get_threads", "delete_chat",
-        "list_chats",
+        "list_chats", "cancel_turn",
     }
     same_chat = {"chat_id": "$request.path.chat_id"}
     for name, op in operations.items():
         if name in ("healthz", "list_chats"):
             continue
         ok = op["responses"]["204" if name == "delete_chat" else "200"]
-        assert {link["operationId"] for link in ok["links"].values()} >= set(operations) - {"healthz", "list_chats"}
+        chat_operations = set(operations) - {"healthz", "list_chats", "cancel_turn"}  # a cancel needs a turn id
+        assert {link["operationId"] for link in ok["links"].values()} >= chat_operations
         assert all(link["parameters"] == same_chat for link in ok["links"].values())
         assert "Names the chat" in op["parameters"][0]["schema"]["description"]
     approve = operations["post_message"]["responses"]["409"]["links"]["approve_waiting_call"]

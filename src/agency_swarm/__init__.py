@@ -31,7 +31,10 @@ if TYPE_CHECKING:
         RemoteAgentError,
         RunError,
         StoreError,
+        TurnCancelled,
         TurnLockLost,
+        TurnNotRunning,
+        UnknownTurn,
     )
     from ._base._events import (
         AgentFinished,
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
         TextDelta,
         ToolCalled,
         ToolOutput,
+        TurnCancelledEvent,
     )
     from ._model._cost import CostEstimate, ModelPrice
     from ._model._prices import model_price, set_model_price
@@ -88,7 +92,10 @@ _LAZY = {
     "RemoteAgentError": "._base._errors",
     "RunError": "._base._errors",
     "StoreError": "._base._errors",
+    "TurnCancelled": "._base._errors",
     "TurnLockLost": "._base._errors",
+    "TurnNotRunning": "._base._errors",
+    "UnknownTurn": "._base._errors",
     "AgentFinished": "._base._events",
     "AgentStarted": "._base._events",
     "ApprovalRequested": "._base._events",
@@ -101,6 +108,7 @@ _LAZY = {
     "TextDelta": "._base._events",
     "ToolCalled": "._base._events",
     "ToolOutput": "._base._events",
+    "TurnCancelledEvent": "._base._events",
     "CostEstimate": "._model._cost",
     "ModelPrice": "._model._cost",
     "model_price": "._model._prices",
@@ -192,8 +200,12 @@ __all__ = [
     "ThreadStore",
     "ToolCalled",
     "ToolOutput",
+    "TurnCancelled",
+    "TurnCancelledEvent",
     "TurnLockLost",
     "TurnLockingStore",
+    "TurnNotRunning",
+    "UnknownTurn",
     "file_part",
     "function_tool",
     "image_part",

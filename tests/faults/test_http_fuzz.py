@@ -42,7 +42,9 @@ MAX_STEPS = 10
 SURROGATE_ODDS = 5
 """One generated string in this many gets a lone surrogate."""
 ENTRY_POINTS = ("CEO",)
-_CHAT_PATH = re.compile(r"/chats/([^/]+?)(?:/(?:messages|messages:stream|resume|resume:stream|threads))?")
+_CHAT_PATH = re.compile(
+    r"/chats/([^/]+?)(?:/(?:messages|messages:stream|resume|resume:stream|threads|turns/[^/]+:cancel))?"
+)
 
 
 # -- the agency: every path of a turn, chosen by the message --------------------------------------------------

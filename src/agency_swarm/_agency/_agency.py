@@ -17,6 +17,7 @@ from .._model._retry import RetryPolicy
 from .._threads._manager import LoadThreadsCallback, SaveThreadsCallback, ThreadManager, check_chat_id
 from .._threads._store import ThreadStore
 from .._turn._agent import Agent, check_turn_id, run_turn, stream_turn
+from .._turn._cancel import cancel_turn
 from .._turn._channel import TurnStart
 from .._turn._chart import Chart, parse_chart
 from .._turn._definition import DEFAULT_CHAT_ID, DEFAULT_MAX_RECURSION_DEPTH, AgentBase, Wiring, attach
@@ -330,6 +331,21 @@ class Agency:
             )
 
         return ResponseStream(start, streaming=streaming)
+
+    # -- cancelling ---------------------------------------------------------------------------------
+    async def cancel(self, chat_id: str | None = None, turn_id: str | None = None) -> None:
+        """Stop the chat's running turn `turn_id` (None: whichever turn of the chat runs) where it stands: between
+        model calls, or inside a tool (asyncio cancellation; the cut call gets the "interrupted" output). Its caller
+        gets TurnCancelled, its stream ends with a `cancelled` event, and the chat takes its next turn as usual.
+
+        Reaches a turn running in this process, or, on a PostgreSQL store, in any process sharing it. Returns once the
+        turn has stopped. A turn started without `turn_id` is named by `stream.turn_id` (`run-...`). Raises
+        UnknownTurn when the chat has no turn of that id, TurnNotRunning when the turn has already ended.
+        """
+        chat = check_chat_id(DEFAULT_CHAT_ID if chat_id is None else chat_id)
+        if turn_id is not None and not isinstance(turn_id, str):
+            raise ConfigError(f"turn_id must be a str or None, got {type(turn_id).__name__}.")
+        await cancel_turn(self.thread_manager, chat, turn_id)
 
     # -- lifetime ---------------------------------------------------------------------------------
     async def aclose(self) -> None:

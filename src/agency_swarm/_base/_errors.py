@@ -166,6 +166,23 @@ class ReentrantTurn(ConfigError):
         self.chat_id = chat_id
 
 
+class TurnCancelled(AgencySwarmError):
+    """The turn was cancelled (`Agency.cancel`, or `POST /chats/{id}/turns/{turn_id}:cancel`) and stopped where it
+    stood: a call it cut short has the "interrupted" output, and the chat takes its next turn as usual."""
+
+    def __init__(self, message: str, *, chat_id: str, turn_id: str | None) -> None:
+        super().__init__(message)
+        self.chat_id, self.turn_id = chat_id, turn_id
+
+
+class UnknownTurn(ConfigError):
+    """No turn of that id was submitted to (or runs in) this chat."""
+
+
+class TurnNotRunning(ConfigError):
+    """The turn to cancel has already ended (finished, failed, paused or cancelled): nothing is left to stop."""
+
+
 class InvalidChatId(ConfigError):
     """A chat id that is empty, too long, or could address a path or a control sequence."""
 

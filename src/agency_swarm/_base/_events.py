@@ -152,6 +152,14 @@ class RemoteProgress(Event):
     data: dict[str, Any]
 
 
+@dataclass(kw_only=True, slots=True)
+class TurnCancelledEvent(Event):
+    """The last event of a cancelled turn's stream (`agent` is the entry agent): the turn stopped where it stood."""
+
+    type: ClassVar[str] = "cancelled"
+    turn_id: str | None = None
+
+
 # The two events of every streamed model event, built without keywords: calling a class with keywords packs them
 # into a dict for its __init__ (~0.2 µs), which a stream pays once or twice for each of the model's events.
 _new = object.__new__
@@ -181,5 +189,5 @@ def text_delta(agent: str, caller: str, depth: int, chat_id: str, delta: str) ->
 
 StreamEvent = (
     AgentStarted | TextDelta | ToolCalled | ApprovalRequested | MessageSent | ToolOutput | AgentFinished | RawModelEvent
-    | HostedItem | RemoteProgress
+    | HostedItem | RemoteProgress | TurnCancelledEvent
 )

@@ -24,9 +24,11 @@ from ._serve_options import (
     AdditionalInstructionsOption,
     AdminOption,
     AdminScopeOption,
+    AgencyOption,
     AuthTokenEnvOption,
     AuthTokensEnvOption,
     ContextSchemaOption,
+    CorsOriginOption,
     FactoryOption,
     HostOption,
     InsecureOption,
@@ -41,6 +43,7 @@ from ._serve_options import (
     ServeConfigArgument,
     StoreOption,
     WorkersOption,
+    serve_settings,
 )
 
 if TYPE_CHECKING:
@@ -369,37 +372,19 @@ def serve_command(
     allow_additional_instructions: AdditionalInstructionsOption = False,
     metrics: MetricsOption = False,
     log_format: LogFormatOption = "text",
+    agency: AgencyOption = None,
+    cors_origin: CorsOriginOption = None,
 ) -> None:
     """Serve the agency over HTTP (JSON and Server-Sent Events) with uvicorn; workers share the --store."""
     try:
-        from ..serving._serve import ServeSettings, serve
+        from ..serving._serve import serve
 
-        auth = _auth_options(auth_tokens_env, jwt_secret_env, jwks_url, jwt_issuer, jwt_audience, admin_scope, admin,
-                             insecure)
-        settings = ServeSettings(
-            config=None if config is None else str(config), factory=factory, store=store,
-            auth_token_env=auth_token_env, max_body_bytes=max_body_bytes, models=models, toolkits=toolkits,
-            durable=durable, durable_queue=durable_queue, stream_write_timeout=stream_write_timeout, a2a=a2a,
-            ag_ui=ag_ui, ui=ui, auth=auth, context_schema=context_schema,
-            allow_additional_instructions=allow_additional_instructions, metrics=metrics,
-        )
+        settings = serve_settings(dict(locals()))
         serve(settings, workers=workers, host=host, port=port, access_log=access_log, log_format=log_format)
     except StoreError as error:  # the store cannot be reached: as a worker that fails to start (a manager retries)
         fail(str(error), code=STARTUP_FAILURE)
     except (AgencySwarmError, MissingExtra) as error:
         fail(str(error))
-
-
-def _auth_options(
-    tokens_env: str | None, jwt_secret_env: str | None, jwks_url: str | None, issuer: str | None,
-    audience: str | None, admin_scope: str | None, admin: list[str] | None, insecure: bool,
-) -> Any:
-    from ..serving._auth._serve_options import AuthOptions
-
-    return AuthOptions(
-        tokens_env=tokens_env, jwt_secret_env=jwt_secret_env, jwks_url=jwks_url, issuer=issuer, audience=audience,
-        admin_scope=admin_scope, admins=tuple(admin or ()), insecure=insecure,
-    )
 
 
 @app.command("visualize")

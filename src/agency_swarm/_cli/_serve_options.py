@@ -3,15 +3,38 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+from .._base._errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..serving._serve import ServeSettings
 
 FLAG = ""
 """The metavar of a flag: shown as `--insecure`, not `--insecure <bool>`, as if it took a value."""
 
 ServeConfigArgument = Annotated[
-    Path | None, typer.Argument(help="The agency's YAML or JSON file (or --factory).", show_default=False)
+    list[Path] | None,
+    typer.Argument(
+        help="The agency's YAML or JSON file (or --factory); several files: each agency under /<file stem>.",
+        show_default=False,
+    ),
+]
+AgencyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--agency", help="NAME=FILE: serve the agency file under /NAME (repeat for more).", show_default=False,
+        metavar="<str>",
+    ),
+]
+CorsOriginOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--cors-origin", help="Let browser pages from this origin (https://host[:port]) call the server (repeat "
+        "for more); none by default.", show_default=False, metavar="<str>",
+    ),
 ]
 FactoryOption = Annotated[
     str | None,
@@ -104,3 +127,39 @@ LogFormatOption = Annotated[
     str,
     typer.Option("--log-format", help="text, or json: one JSON object per line, with the request id and principal."),
 ]
+
+
+def serve_sources(files: list[Path], named: list[str]) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """`serve`'s agency files: one file alone (served at the root, as always), else (name, file) pairs, each file
+    named by its stem or by `--agency NAME=FILE`."""
+    if len(files) == 1 and not named:
+        return str(files[0]), ()
+    pairs = [(path.stem, str(path)) for path in files]
+    for entry in named:
+        name, equals, path = entry.partition("=")
+        if not equals or not name or not path:
+            raise ConfigError(f"--agency {entry!r}: write NAME=FILE, e.g. --agency support=support.yaml.")
+        pairs.append((name, path))
+    return None, tuple(pairs)
+
+
+def serve_settings(options: dict[str, Any]) -> ServeSettings:
+    """`serve`'s ServeSettings from its command line (`options`: the command's arguments by name)."""
+    from ..serving._auth._serve_options import AuthOptions
+    from ..serving._serve import ServeSettings
+
+    auth = AuthOptions(
+        tokens_env=options["auth_tokens_env"], jwt_secret_env=options["jwt_secret_env"], jwks_url=options["jwks_url"],
+        issuer=options["jwt_issuer"], audience=options["jwt_audience"], admin_scope=options["admin_scope"],
+        admins=tuple(options["admin"] or ()), insecure=options["insecure"],
+    )
+    single, agencies = serve_sources(options["config"] or [], options["agency"] or [])
+    return ServeSettings(
+        config=single, factory=options["factory"], store=options["store"], agencies=agencies,
+        cors_origins=tuple(options["cors_origin"] or ()), auth_token_env=options["auth_token_env"],
+        max_body_bytes=options["max_body_bytes"], models=options["models"], toolkits=options["toolkits"],
+        durable=options["durable"], durable_queue=options["durable_queue"],
+        stream_write_timeout=options["stream_write_timeout"], a2a=options["a2a"], ag_ui=options["ag_ui"],
+        ui=options["ui"], auth=auth, context_schema=options["context_schema"],
+        allow_additional_instructions=options["allow_additional_instructions"], metrics=options["metrics"],
+    )

@@ -17,11 +17,13 @@ logger = secret_free_logger(__name__)
 AWAITING_APPROVAL = "agency_swarm.awaiting_approval"
 APPROVED_RUN = "agency_swarm.approved_run"
 TURN_STARTED = "agency_swarm.turn_started"
-CALL_MARKS = frozenset({AWAITING_APPROVAL, APPROVED_RUN, TURN_STARTED})
+TURN_CANCELLED = "agency_swarm.turn_cancelled"
+CALL_MARKS = frozenset({AWAITING_APPROVAL, APPROVED_RUN, TURN_STARTED, TURN_CANCELLED})
 """Bookkeeping items a thread keeps (never handed to a model): a call paused for approval, an approved call about
 to run, and the id of a turn started with one (stored with its message). They make "nothing run twice" hold across
 a crash: only a call marked as waiting, and not marked as started, may run after a restart; any other call without
-an output was cut short and gets the "interrupted" output; a turn id already stored is continued, not started."""
+an output was cut short and gets the "interrupted" output; a turn id already stored is continued, not started. A
+cancelled turn ends with a cancel mark (its `turn_id`, or None): it is over, not waiting to be resumed."""
 
 
 def item_problem(item: Item) -> str:
@@ -33,6 +35,8 @@ def item_problem(item: Item) -> str:
     kind = item.get("type")
     if kind == TURN_STARTED:
         return "" if isinstance(item.get("turn_id"), str) else "a turn mark without a turn_id"
+    if kind == TURN_CANCELLED:
+        return "" if isinstance(item.get("turn_id"), str | None) else "a cancel mark whose turn_id is not a str"
     if kind in CALL_MARKS:
         return "" if isinstance(item.get("call_id"), str) else "an approval mark without a call_id"
     if kind is not None and (not isinstance(kind, str) or kind not in _members_by_type()):

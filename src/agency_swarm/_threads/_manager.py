@@ -16,6 +16,7 @@ from .._base._errors import ChatNotLoaded, ConfigError, InvalidChatId, Reentrant
 from .._base._sync import INSIDE
 from ._blobs import Attachments
 from ._checks import only_known_recipients, without_refused_items
+from ._running import RunningTurns
 from ._store import (
     CallbackThreadStore,
     ChatVersion,
@@ -142,6 +143,7 @@ class ThreadManager:
         self.recipients: frozenset[str] | None = None
         """The agents of the chart (set by the Agency): a loaded thread for any other recipient is left out."""
         self.paused_turns: dict[str, PausedTurn] = {}
+        self.running = RunningTurns.on(store)  # the top-level turns running here: what a cancel stops
         """What each chat's unfinished turn leaves for a resume in this process: its context (for a resume that passes
         none) and its usage (a resumed turn's usage counts the calls before the pause). Never stored: it leaves with
         the chat when the chat leaves memory."""

@@ -15,6 +15,8 @@ from typing import Any
 
 from .._base._errors import StoreError
 from .._base._redact import secret_free_logger
+from ._pg_cancel import _SQL_ASK_CANCEL, CANCEL_CHANNEL, CancelChannel
+from ._running import CancelOutcome
 from ._store import ChatVersion
 
 logger = secret_free_logger("agency_swarm")
@@ -169,8 +171,12 @@ class TurnLocks:
     None leaves TCP as the system has it.
     """
 
-    def __init__(self, dsn: str, asyncpg: Any, timeout: float | None = LOCK_SESSION_TIMEOUT_S) -> None:
+    def __init__(
+        self, dsn: str, asyncpg: Any, timeout: float | None = LOCK_SESSION_TIMEOUT_S,
+        cancels: CancelChannel | None = None,
+    ) -> None:
         self._dsn, self._asyncpg, self._timeout = dsn, asyncpg, timeout
+        self.cancels = cancels or CancelChannel([])
         self._conn: Any = None
         self._queries = asyncio.Lock()  # one statement at a time on the session
         self._local: dict[int, KeyLock] = {}
@@ -256,6 +262,21 @@ class TurnLocks:
 
         return done
 
+    async def cancel_elsewhere(self, chat_id: str, turn_id: str | None) -> CancelOutcome | None:
+        """Ask the process running a turn of the chat (any process on this database) to cancel it: its answer, or
+        None when no process runs one."""
+        ask, reply = self.cancels.ask(chat_id, turn_id)
+        try:
+            _, running = await self._query(_SQL_ASK_CANCEL, turn_lock_key(chat_id), ask)
+            return await self.cancels.answer(reply) if running[0] else None
+        finally:
+            self.cancels.forget(reply)
+
+    async def _notify(self, payload: str) -> None:
+        async with self._queries:
+            if self._conn is not None and not self._conn.is_closed():
+                await self._conn.execute("SELECT pg_notify($1, $2)", CANCEL_CHANNEL, payload)
+
     async def _query(self, query: str, key: int, chat_id: str) -> tuple[Any, Any]:
         async with self._queries:
             if self._closed:  # a turn still waiting when the store closed must not open a new session
@@ -272,6 +293,7 @@ class TurnLocks:
                 await session.execute(server_keepalive(self._timeout))
                 watch_socket(session, self._timeout / 2)  # the worker gives up first: before others may take over
             await session.add_listener(TURN_CHANNEL, self._notified)
+            await session.add_listener(CANCEL_CHANNEL, self.cancels.notified(self._notify))
         except BaseException:
             session.terminate()
             raise

@@ -12,6 +12,7 @@ from typing import Any
 from .._base._errors import ConfigError, TurnLockLost
 from .._base._extras import extra_message
 from . import _sql_schema as sql
+from ._pg_cancel import CancelChannel
 from ._pg_turn_locks import (
     LOCK_SESSION_TIMEOUT_S,
     POSTGRES_CLOSE_TIMEOUT_S,
@@ -22,6 +23,7 @@ from ._pg_turn_locks import (
     KeyLock,
     TurnLocks,
 )
+from ._running import CancelOutcome
 from ._store import ChatVersion
 
 POSTGRES_POOL_SIZE = 4
@@ -130,6 +132,8 @@ class PostgresBackend:
         self._pools_lock = threading.Lock()  # loops in other threads may open pools at the same time
         self._thread_locks: dict[tuple[asyncio.AbstractEventLoop, str, str], KeyLock] = {}
         self._turn_locks: dict[asyncio.AbstractEventLoop, TurnLocks] = {}
+        self.cancels = CancelChannel([])
+        """The managers on this store that answer cancels other processes ask for (`_pg_cancel`)."""
 
     async def _pool(self) -> Any:
         loop = asyncio.get_running_loop()
@@ -179,13 +183,18 @@ class PostgresBackend:
         with self._pools_lock:
             locks = self._turn_locks.get(loop)
             if locks is None:
-                locks = self._turn_locks[loop] = TurnLocks(self._dsn, self._asyncpg, self._lock_session_timeout)
+                locks = self._turn_locks[loop] = TurnLocks(
+                    self._dsn, self._asyncpg, self._lock_session_timeout, self.cancels
+                )
         return locks
 
     async def lock_turn(self, chat_id: str) -> tuple[TurnLocks, HeldTurn]:
         await self._pool()  # opened once per loop: the schema (and the locking function) exist from then on
         locks = self._turn_locks_here()
         return locks, await locks.acquire(chat_id)
+
+    async def cancel_elsewhere(self, chat_id: str, turn_id: str | None) -> CancelOutcome | None:
+        return await self._turn_locks_here().cancel_elsewhere(chat_id, turn_id)
 
     async def unlock_turn(self, held: tuple[TurnLocks, HeldTurn]) -> None:
         locks, lock = held

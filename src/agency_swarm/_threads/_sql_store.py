@@ -12,8 +12,10 @@ from typing import Protocol, TypeVar
 
 from .._base._errors import ConfigError, ItemTooLarge, StoreError, TurnLockLost
 from ._manager import check_chat_id
+from ._pg_cancel import CancelHandler
 from ._pg_turn_locks import LOCK_SESSION_TIMEOUT_S
 from ._postgres import PostgresBackend, import_asyncpg
+from ._running import CancelOutcome
 from ._sql_urls import POSTGRES_SCHEMES, REDACTED, SQLITE_SCHEMES, redact_url, sqlite_path, url_secrets
 from ._sqlite import SQLiteBackend
 from ._store import DEFAULT_MAX_ITEM_BYTES, ChatVersion, Item, Threads
@@ -179,6 +181,21 @@ class SQLThreadStore:
     async def delete(self, chat_id: str) -> None:
         check_chat_id(chat_id)
         await self._guard(f"delete chat {chat_id!r}", lambda: self._backend.delete(chat_id))
+
+    def on_cancel(self, handler: CancelHandler) -> None:
+        """PostgreSQL: `handler` (a manager's running turns) answers the cancels other processes ask for."""
+        if isinstance(self._backend, PostgresBackend):
+            self._backend.cancels.handlers.append(handler)
+
+    async def cancel_elsewhere(self, chat_id: str, turn_id: str | None) -> CancelOutcome | None:
+        """PostgreSQL: cancel the chat's turn in the process running it; what it answered, or None when no process
+        runs a turn of the chat (other stores: None)."""
+        backend = self._backend
+        if not isinstance(backend, PostgresBackend):
+            return None
+        check_chat_id(chat_id)
+        operation = f"cancel a turn of chat {chat_id!r}"
+        return await self._guard(operation, lambda: backend.cancel_elsewhere(chat_id, turn_id))
 
     def turn_lock(self, chat_id: str) -> contextlib.AbstractAsyncContextManager[ChatVersion | None] | None:
         """While held, no other process (or agency) runs a turn of this chat; the ThreadManager holds it for each

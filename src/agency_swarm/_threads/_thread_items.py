@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from .._base._errors import ItemTooLarge
-from ._checks import APPROVED_RUN, AWAITING_APPROVAL, CALL_MARKS, TURN_STARTED
+from ._checks import APPROVED_RUN, AWAITING_APPROVAL, CALL_MARKS, TURN_CANCELLED, TURN_STARTED
 from ._store import Item
 
 INTERRUPTED_OUTPUT = "Error: this call was interrupted before it finished; its result is unknown."
@@ -55,6 +55,16 @@ def too_large_output(call_id: str, error: ItemTooLarge) -> Item:
 def turn_mark(turn_id: str) -> Item:
     """Stored just before the message of a turn started with an id: the turn exists, and where it begins."""
     return {"type": TURN_STARTED, "turn_id": turn_id}
+
+
+def cancel_mark(turn_id: str | None) -> Item:
+    """Stored last in the entry agent's thread of a cancelled turn: the turn is over (not waiting for a resume). It
+    names the turn (its id, or the `run-...` one a turn started without an id ran under)."""
+    return {"type": TURN_CANCELLED, "turn_id": turn_id}
+
+
+def is_cancel_mark(item: Item) -> bool:
+    return item.get("type") == TURN_CANCELLED
 
 
 def turn_start(items: list[Item], turn_id: str) -> int | None:
@@ -194,8 +204,8 @@ def message_text(item: Item) -> str:
 
 
 def is_finished(items: list[Item]) -> bool:
-    """Did the last turn on this thread end with the recipient's final answer?"""
+    """Did the last turn on this thread end: with the recipient's final answer, or cancelled?"""
     if not items:
         return True
     last = items[-1]
-    return last.get("type") == "message" and last.get("role") == "assistant"
+    return (last.get("type") == "message" and last.get("role") == "assistant") or last.get("type") == TURN_CANCELLED

@@ -17,6 +17,7 @@ import types
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
+from .._base._errors import TurnCancelled
 from .._base._events import Event
 from ._hooks import HookTable, dispatch
 
@@ -70,6 +71,8 @@ async def drive(start: TurnStart, finished: Callable[[], None] | None = None) ->
                 return
             except ReaderLeft:  # only ever thrown in below, once the reader has left
                 return  # the turn is cleaned up; the generator closes as asked
+            except TurnCancelled:  # its `cancelled` event was the last; the stream's `result` raises it
+                return
             value = error = None
             if isinstance(yielded, Event):
                 if not reader_left:

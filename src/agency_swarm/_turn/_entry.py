@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 from collections.abc import Mapping
@@ -10,13 +11,21 @@ from typing import Any
 from agents import FunctionTool
 
 from .._attachments._incoming import Incoming
-from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn
+from .._base._errors import ChatPaused, ConfigError, NothingToResume, ReentrantTurn, TurnCancelled
 from .._base._events import AgentFinished, ToolCalled, ToolOutput
 from .._base._sync import INSIDE, Inside
 from .._telemetry import _switch
 from .._telemetry._watch import watch_turn
 from .._threads._manager import ConversationThread, PausedTurn, ThreadManager, clean_up
-from .._threads._thread_items import is_finished, message_text, turn_end, turn_mark, without_call_marks
+from .._threads._thread_items import (
+    is_cancel_mark,
+    is_finished,
+    message_text,
+    turn_end,
+    turn_mark,
+    without_call_marks,
+)
+from ._cancel import cancellable, stopped
 from ._channel import HookFailed, TurnStart, channel, to_reader
 from ._definition import AgentBase, Wiring
 from ._model_call import model_responses
@@ -48,20 +57,25 @@ async def top_level_turn(
     given: Message = message.original if isinstance(message, Incoming) else message
     manager = wiring.thread_manager
     inside = entered(manager, chat_id)
-    async with manager.hold(chat_id):
-        if not manager.is_loaded(chat_id):
-            await manager.ensure_loaded(chat_id)
-        thread = manager.get_thread(chat_id, caller, agent.name)
-        run = Run(
-            chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id, message=given
-        )
-        turn = Turn(agent, wiring, thread, caller, 0, run, arriving=arriving)
-        begun = None if turn_id is None else _started_before(manager, thread, turn_id)
-        if begun is not None:
-            return await _turn_again(manager, turn, begun, stream, agent_turn)
-        if manager.has_unanswered_calls(chat_id):
-            await _settle_unanswered(manager, agent, wiring, chat_id)
-        return await _entry_turn(manager, turn, given, additional_instructions, stream, agent_turn)
+    async with cancellable(manager, chat_id, turn_id, stream, agent.name) as entry, manager.hold(chat_id):
+        thread: ConversationThread | None = None
+        try:
+            if not manager.is_loaded(chat_id):
+                await manager.ensure_loaded(chat_id)
+            thread = manager.get_thread(chat_id, caller, agent.name)
+            run = Run(
+                chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id,
+                message=given,
+            )
+            turn = Turn(agent, wiring, thread, caller, 0, run, arriving=arriving)
+            begun = None if turn_id is None else _started_before(manager, thread, turn_id)
+            if begun is not None:
+                return await _turn_again(manager, turn, begun, stream, agent_turn)
+            if manager.has_unanswered_calls(chat_id):
+                await _settle_unanswered(manager, agent, wiring, chat_id)
+            return await _entry_turn(manager, turn, given, additional_instructions, stream, agent_turn)
+        except asyncio.CancelledError:
+            raise await stopped(manager, entry, thread) from None
 
 
 def _started_before(manager: ThreadManager, thread: ConversationThread, turn_id: str) -> int | None:
@@ -90,6 +104,9 @@ async def _turn_again(
     if end == len(items) and not is_finished(items):
         return await _entry_turn(manager, turn, None, None, stream, agent_turn)
     last = items[end - 1]
+    if is_cancel_mark(last):
+        raise TurnCancelled(f"Turn {turn.run.turn_id!r} of chat {turn.run.chat_id!r} was cancelled.",
+                            chat_id=turn.run.chat_id, turn_id=turn.run.turn_id)
     result = RunResult(
         final_output=message_text(last) if is_finished([last]) else None,
         new_items=without_call_marks(items[begun:end]), chat_id=turn.run.chat_id, agent=turn.agent.name,
@@ -141,37 +158,51 @@ def resume_turn(
 
     async def resumed() -> RunResult:
         inside = entered(manager, chat_id)
-        async with manager.hold(chat_id):
-            await manager.ensure_loaded(chat_id)
-            paused = manager.paused_turns.get(chat_id)  # as Runner's RunState: its context and usage go on
-            kept = paused.context if context is None and paused is not None else context
-            run = Run(chat_id, stream.streaming, kept, approve, reject, inside, turn_id)
-            if paused is not None:
-                run.usage_records, run.responses = list(paused.usage_records), list(paused.responses)
-                run._guardrail_log = None if paused.guardrails is None else paused.guardrails.copy()
-            again = None if turn_id is None else _resumed_before(entries, manager, run, turn_id)
-            if again is not None:
-                return await _turn_again(manager, again[0], again[1], stream, agent_turn)
-            agent, wiring = _unfinished_entry(entries, manager, chat_id)
-            pending = _waiting_call_ids(manager, chat_id)
-            both = approve & reject.keys()
-            unknown = sorted((approve | reject.keys()) - pending)
-            if unknown or both:
-                raise ConfigError(
-                    f"resume: call ids {sorted(both) or unknown} are "
-                    f"{'both approved and rejected' if both else 'not waiting in chat ' + repr(chat_id)}; "
-                    f"the calls waiting are: {sorted(pending) or 'none'}."
-                )
-            turn = Turn(
-                agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, USER_CALLER, agent.name),
-                caller=USER_CALLER, depth=0, run=run,
-            )
-            if turn_id is not None:  # stored first: a crash from here on leaves a resume that is continued, not redone
-                turn.thread.has_marks = True
-                await turn.thread.extend([turn_mark(turn_id)])
-            return await _entry_turn(manager, turn, None, None, stream, agent_turn)
+        where: list[ConversationThread] = []  # the entry agent's thread, once known: the cancel mark's
+        async with cancellable(manager, chat_id, turn_id, stream, "") as entry, manager.hold(chat_id):
+            try:
+                return await _resumed(inside, where)
+            except asyncio.CancelledError:
+                raise await stopped(manager, entry, where[0] if where else None) from None
+
+    async def _resumed(inside: Inside, where: list[ConversationThread]) -> RunResult:
+        await manager.ensure_loaded(chat_id)
+        paused = manager.paused_turns.get(chat_id)  # as Runner's RunState: its context and usage go on
+        kept = paused.context if context is None and paused is not None else context
+        run = Run(chat_id, stream.streaming, kept, approve, reject, inside, turn_id)
+        if paused is not None:
+            run.usage_records, run.responses = list(paused.usage_records), list(paused.responses)
+            run._guardrail_log = None if paused.guardrails is None else paused.guardrails.copy()
+        again = None if turn_id is None else _resumed_before(entries, manager, run, turn_id)
+        if again is not None:
+            return await _turn_again(manager, again[0], again[1], stream, agent_turn)
+        agent, wiring = _unfinished_entry(entries, manager, chat_id)
+        _check_decisions(manager, chat_id, approve, reject)
+        turn = Turn(
+            agent=agent, wiring=wiring, thread=manager.get_thread(chat_id, USER_CALLER, agent.name),
+            caller=USER_CALLER, depth=0, run=run,
+        )
+        where.append(turn.thread)
+        if turn_id is not None:  # stored first: a crash from here on leaves a resume that is continued, not redone
+            turn.thread.has_marks = True
+            await turn.thread.extend([turn_mark(turn_id)])
+        return await _entry_turn(manager, turn, None, None, stream, agent_turn)
 
     return resumed
+
+
+def _check_decisions(
+    manager: ThreadManager, chat_id: str, approve: frozenset[str], reject: Mapping[str, str | None]
+) -> None:
+    pending = _waiting_call_ids(manager, chat_id)
+    both = approve & reject.keys()
+    unknown = sorted((approve | reject.keys()) - pending)
+    if unknown or both:
+        raise ConfigError(
+            f"resume: call ids {sorted(both) or unknown} are "
+            f"{'both approved and rejected' if both else 'not waiting in chat ' + repr(chat_id)}; "
+            f"the calls waiting are: {sorted(pending) or 'none'}."
+        )
 
 
 def _resumed_before(

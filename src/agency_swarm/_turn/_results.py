@@ -19,6 +19,7 @@ from agents import (
     Usage,
 )
 
+from .._base._errors import TurnCancelled
 from .._base._events import Event
 from .._model._usage import UsageTotals, totals_by_model, usage_of
 from ._channel import TurnStart, drive
@@ -204,6 +205,9 @@ class ResponseStream:
         self._closed: asyncio.Event | None = None  # made only when someone waits: blocking turns never do
         self._result: RunResult | None = None
         self._started = False
+        self.turn_id: str | None = None
+        """The running turn's id once it started: its `turn_id`, or one made for it (what `Agency.cancel` takes)."""
+        self._cancelled: TurnCancelled | None = None
 
     def __aiter__(self) -> AsyncIterator[Event]:
         if self._generator is not None:
@@ -237,7 +241,14 @@ class ResponseStream:
         self._result = result
 
     @property
+    def cancelled(self) -> bool:
+        """The turn was cancelled: its last event was `cancelled`, and `result` raises TurnCancelled."""
+        return self._cancelled is not None
+
+    @property
     def result(self) -> RunResult:
+        if self._cancelled is not None:
+            raise self._cancelled
         if self._result is None:
             raise RuntimeError("The stream has no result yet: iterate it to the end first.")
         return self._result

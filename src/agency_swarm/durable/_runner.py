@@ -14,12 +14,24 @@ import asyncpg  # type: ignore[import-untyped]
 import psycopg
 from agents import TResponseInputItem
 from dbos import DBOS, SetEnqueueOptions, SetWorkflowID, WorkflowHandleAsync
+from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 
 from .._agency._agency import Agency, rejections
 from .._attachments._incoming import Incoming
-from .._base._errors import AgencySwarmError, ChatPaused, ConfigError, NothingToResume, RunError, TurnLockLost
+from .._base._errors import (
+    AgencySwarmError,
+    ChatPaused,
+    ConfigError,
+    NothingToResume,
+    RunError,
+    TurnCancelled,
+    TurnLockLost,
+    TurnNotRunning,
+    UnknownTurn,
+)
 from .._base._redact import secret_free_logger
 from .._threads._manager import check_chat_id
+from .._threads._running import CANCEL_WAIT_SECONDS
 from .._threads._store import MemoryThreadStore
 from .._turn._agent import checked_request
 from .._turn._results import RunResult
@@ -42,10 +54,6 @@ _STATUSES: dict[str, TurnStatus] = {
     "ENQUEUED": "queued", "PENDING": "running", "SUCCESS": "done", "ERROR": "failed", "CANCELLED": "cancelled",
     "MAX_RECOVERY_ATTEMPTS_EXCEEDED": "failed",
 }
-
-
-class UnknownTurn(ConfigError):
-    """No turn of that id was submitted to this chat."""
 
 
 class TurnFailed(AgencySwarmError):
@@ -146,7 +154,13 @@ class TurnHandle:
     async def ended_result(self) -> RunResult:
         """The result of a turn whose event stream has ended (its outcome is stored a moment after)."""
         handle: WorkflowHandleAsync[RunResult] = await DBOS.retrieve_workflow_async(self.turn_id)
-        result = await handle.get_result(polling_interval_sec=OUTCOME_POLL_SECONDS)
+        try:
+            result = await handle.get_result(polling_interval_sec=OUTCOME_POLL_SECONDS)
+        except (DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError):
+            raise TurnCancelled(
+                f"Turn {self.turn_id!r} of chat {self.chat_id!r} was cancelled.", chat_id=self.chat_id,
+                turn_id=self.turn_id,
+            ) from None
         return result
 
     def events(self, after: int | None = None) -> AsyncIterator[DurableEvent]:
@@ -321,6 +335,24 @@ class DurableTurns:
             await self._queue.enqueue_async(turn_workflow, request)
         return TurnHandle(turn_id, chat_id)
 
+    async def cancel(self, chat_id: str, turn_id: str) -> None:
+        """Cancel the turn: a queued one never runs, a running one stops where it stands (on whichever worker runs
+        it: `Agency.cancel`); its status becomes `cancelled`, its events end with `cancelled`, and waiting for its
+        result raises TurnCancelled. UnknownTurn for a turn the chat never had, TurnNotRunning once it ended."""
+        handle = self.handle(chat_id, turn_id)
+        if await handle.status() in ("done", "failed", "cancelled"):
+            raise TurnNotRunning(f"Turn {turn_id!r} of chat {chat_id!r} has ended: nothing to cancel.")
+        try:  # running: it stops, writes its `cancelled` event and the stream's end, and cancels its workflow
+            await self.agency.cancel(chat_id, turn_id)
+        except (TurnNotRunning, UnknownTurn):  # queued: it is not started any more (or stopped, if it just started)
+            await DBOS.cancel_workflow_async(turn_id)
+            with contextlib.suppress(TurnNotRunning, UnknownTurn):
+                await self.agency.cancel(chat_id, turn_id)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stream_ended(turn_id), CANCEL_WAIT_SECONDS)
+        await DBOS.cancel_workflow_async(turn_id)  # its status says cancelled from now on (a no-op if it did so)
+
     def handle(self, chat_id: str, turn_id: str) -> TurnHandle:
         """The handle of a turn submitted to `chat_id` (by any worker); UnknownTurn if the id is not that chat's."""
         chat_id = check_chat_id(chat_id)
@@ -370,4 +402,6 @@ class DurableTurns:
             writer.hold({"type": "turn_failed", "kind": failed.kind, "message": str(failed)})
             await writer.end()
             raise failed from None
+        if stream.cancelled:  # its events ended with `cancelled`: the workflow is cancelled too, not failed
+            await DBOS.cancel_workflow_async(turn_id)
         return stream.result

@@ -19,9 +19,10 @@ read the caller from the run context, a `RequestContext`.
 Endpoints (all JSON unless said; every error is `{"error": {"type", "message", ...}}` with a 4xx/5xx status):
 `GET /chats`, `POST /chats/{chat_id}/messages`, `POST /chats/{chat_id}/messages:stream` (SSE),
 `POST /chats/{chat_id}/resume`, `POST /chats/{chat_id}/resume:stream` (SSE), `GET /chats/{chat_id}/threads`,
-`DELETE /chats/{chat_id}`, `GET /healthz`, `GET /openapi.json`; with `ag_ui=True`, `POST /ag-ui` (AG-UI,
-docs/ag-ui.md). A message may also come as multipart/form-data, its images and files as file parts.
-docs/design/serving.md says why it works the way it does.
+`DELETE /chats/{chat_id}`, `POST /chats/{chat_id}/turns/{turn_id}:cancel`, `GET /healthz`, `GET /openapi.json`;
+with `ag_ui=True`, `POST /ag-ui` (AG-UI, docs/ag-ui.md). A message may also come as multipart/form-data, its images
+and files as file parts. `create_app({name: factory, ...})` serves several agencies, each under `/<name>`;
+`cors_origins=[...]` allows those browser origins. docs/design/serving.md says why it works the way it does.
 """
 
 from .._base._extras import require_extra

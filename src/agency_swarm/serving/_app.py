@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
@@ -23,6 +23,8 @@ from ._auth._guards import AuthGuard, OwnershipGuard
 from ._auth._owners import ChatOwners
 from ._auth._settings import AuthSettings
 from ._bodies import error_response, failure_response
+from ._cancel import add_cancel_route
+from ._cors import add_cors, cors_origins
 from ._guard import PUBLIC_PATHS, RequestGuard
 from ._health import StoreHealth
 from ._observe import observe
@@ -46,9 +48,9 @@ def open_store(url: str) -> ThreadStore:
 
 
 def create_app(
-    agency_factory: AgencyFactory,
+    agency_factory: AgencyFactory | Mapping[str, AgencyFactory],
     *,
-    store: ThreadStore | str,
+    store: ThreadStore | str | Mapping[str, ThreadStore | str],
     auth_token: str | None = None,
     auth: AuthSettings | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -60,6 +62,7 @@ def create_app(
     ag_ui: bool = False,
     ui: bool = False,
     metrics: bool = False,
+    cors_origins: Sequence[str] = (),
 ) -> FastAPI:
     """A FastAPI app serving the agency `agency_factory(store)` builds (once, now), on `store` (a ThreadStore or a
     URL, `open_store`; worker processes share one PostgreSQL database). Bodies over `max_body_bytes` get 413.
@@ -72,20 +75,20 @@ def create_app(
     - `stream_write_timeout` (s): an event stream's reader that takes nothing for this long is dropped.
     - `a2a`: the agency as an A2A agent (docs/a2a.md); `ag_ui`: `POST /ag-ui` for AG-UI clients (docs/ag-ui.md).
     - `ui`: the web chat page at /ui (docs/web-chat.md); the page is public, its calls carry the caller's token.
-    - `metrics`: `GET /metrics` (Prometheus); OTLP spans with `OTEL_EXPORTER_OTLP_*` set: docs/guides/observability.md
+    - `metrics`: `GET /metrics` (Prometheus; docs/guides/observability.md). `cors_origins`: browser origins allowed.
+    `{name: factory}` (and `{name: store}`): several agencies, each under /<name>.
     """
-    _check_options(ag_ui, ui, max_body_bytes)
-    streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
-    thread_store = open_store(store) if isinstance(store, str) else store
+    if isinstance(agency_factory, Mapping):  # one app of several agencies' apps (`_agencies`)
+        return _several(agency_factory, dict(locals()))
+    streams = _checked_options(ag_ui, ui, max_body_bytes, stream_write_timeout, cors_origins)
+    thread_store = _one_store(store)
     access = access_for(
         thread_store, auth_token=auth_token, auth=auth, context_schema=context_schema,
         allow_additional_instructions=allow_additional_instructions,
     )
     agency = _built_agency(agency_factory, thread_store)
     turns = _durable_turns(agency, store, durable)
-    service = _a2a_service(
-        agency, thread_store, a2a, access.owners, protected=access.authenticator is not None, durable=turns is not None
-    )
+    service = _a2a_service(agency, thread_store, a2a, access, durable=turns is not None)
     app = FastAPI(
         title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
         redirect_slashes=False,  # `/chats/%2F` is a bad chat id (400), not a redirect to `/chats`
@@ -93,11 +96,20 @@ def create_app(
     )
     app.state.agency, app.state.store, app.state.durable, app.state.streams = agency, thread_store, turns, streams
     app.state.health, app.state.a2a = StoreHealth(thread_store), service
-    _assemble(app, access, max_body_bytes, ag_ui=ag_ui, ui=ui)
+    _assemble(app, access, max_body_bytes, ag_ui=ag_ui, ui=ui, cors=cors_origins)
     return observe(app, metrics=metrics)
 
 
-def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool, ui: bool) -> None:
+def _several(factories: Mapping[str, AgencyFactory], options: dict[str, Any]) -> FastAPI:
+    from ._agencies import several_agencies
+
+    options.pop("agency_factory")
+    return several_agencies(factories, options, build=create_app, open_store=open_store, finish=_add_error_handlers)
+
+
+def _assemble(
+    app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool, ui: bool, cors: Sequence[str] = ()
+) -> None:
     """The error handlers, the routes, and the guards in front of them."""
     _add_error_handlers(app)
     protected, turns, streams = access.authenticator is not None, app.state.durable, app.state.streams
@@ -106,6 +118,7 @@ def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool,
         from ._durable import add_durable_routes
 
         add_durable_routes(app, app.state.agency, turns, protected=protected, write_timeout=streams.write_timeout)
+    add_cancel_route(app, app.state.agency.cancel if turns is None else turns.cancel, protected=protected)
     _add_ag_ui(app, app.state.agency, streams, turns, access.owners, protected=protected, enabled=ag_ui)
     access.add_routes(app)
     app.state.access = access
@@ -122,14 +135,20 @@ def _assemble(app: FastAPI, access: Access, max_body_bytes: int, *, ag_ui: bool,
     limits = app.state.agency.thread_manager.attachments.limits  # a form's files are checked as they arrive
     app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes, attachment_limits=limits)
     app.add_middleware(AuthGuard, authenticator=access.authenticator, public_paths=public)
+    add_cors(app, cors)  # outermost: a preflight is answered before authentication
 
 
-def _check_options(ag_ui: bool, ui: bool, max_body_bytes: int) -> None:
+def _checked_options(
+    ag_ui: bool, ui: bool, max_body_bytes: int, stream_write_timeout: float, cors: Sequence[str]
+) -> StreamTurns:
+    """The options that need no store checked (ConfigError), and the app's StreamTurns."""
+    cors_origins(cors)
     for name, value in (("ag_ui", ag_ui), ("ui", ui)):
         if not isinstance(value, bool):
             raise ConfigError(f"{name} must be True or False, got {type(value).__name__}.")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ConfigError(f"max_body_bytes must be an int >= 1, got {max_body_bytes!r}.")
+    return StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
 
 
 def _add_ag_ui(
@@ -164,6 +183,12 @@ def _built_agency(agency_factory: AgencyFactory, thread_store: ThreadStore) -> A
     return agency
 
 
+def _one_store(store: ThreadStore | str | Mapping[str, ThreadStore | str]) -> ThreadStore:
+    if isinstance(store, Mapping):
+        raise ConfigError("A store per agency ({name: store}) goes with several agencies ({name: factory}).")
+    return open_store(store) if isinstance(store, str) else store
+
+
 def seconds(name: str, value: object) -> float:
     """`value` as a number of seconds > 0 (finite), else ConfigError naming `name`."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
@@ -194,7 +219,7 @@ def _lifespan(
     return lifespan
 
 
-def _durable_turns(agency: Agency, store: ThreadStore | str, durable: bool | Mapping[str, Any]) -> Any:
+def _durable_turns(agency: Agency, store: object, durable: bool | Mapping[str, Any]) -> Any:
     """The app's DurableTurns (not launched yet), or None. dbos is imported only here: an optional extra."""
     if durable is False:
         return None
@@ -215,10 +240,10 @@ def _durable_turns(agency: Agency, store: ThreadStore | str, durable: bool | Map
     return DurableTurns(agency, **options)
 
 
-def _a2a_service(
-    agency: Agency, store: ThreadStore, a2a: object, owners: ChatOwners, *, protected: bool, durable: bool
-) -> Any:
-    """The app's A2AService, or None. a2a-sdk is imported only here: an optional extra."""
+def _a2a_service(agency: Agency, store: ThreadStore, a2a: object, access: Access, *, durable: bool) -> Any:
+    """The app's A2AService, or None. a2a-sdk is imported only here: an optional extra. Its tasks are the owners'
+    of their chats (`access.owners`); it says it wants a token when the app does."""
+    owners, protected = access.owners, access.authenticator is not None
     if a2a is False:
         return None
     if a2a is not True:
@@ -259,7 +284,9 @@ def _add_error_handlers(app: FastAPI) -> None:
 def _encoded_separator_in_chat_id(request: Request) -> InvalidChatId | None:
     """The 400 a chat route gives a bad id, for a path whose id segment holds a percent-encoded '/' or '\\'
     (`/chats/a%2Fb/messages`): decoded, it splits into segments no route matches, and would be a 404."""
-    raw = request.scope.get("raw_path")
+    raw, root = request.scope.get("raw_path"), request.scope.get("root_path", "").encode()
+    if isinstance(raw, bytes) and root and raw.startswith(root):  # an agency of several, mounted at /<name>
+        raw = raw[len(root):]
     if not isinstance(raw, bytes) or not raw.startswith(b"/chats/"):
         return None
     segment = raw[len(b"/chats/"):].split(b"/", 1)[0]

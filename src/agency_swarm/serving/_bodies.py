@@ -18,6 +18,9 @@ from .._base._errors import (
     NothingToResume,
     RunError,
     StoreError,
+    TurnCancelled,
+    TurnNotRunning,
+    UnknownTurn,
 )
 from .._base._redact import secret_free_logger
 from .._model._prices import priced
@@ -275,6 +278,10 @@ ATTACHMENT_STATUS = {
 """An attachment refused over a limit is 413, one of a type the server does not take 415; others 400 (the error's
 type is the `AttachmentError.problem`)."""
 
+_TURN_ERRORS: dict[type[Exception], tuple[int, str]] = {
+    UnknownTurn: (404, "not_found"), TurnNotRunning: (409, "turn_not_running"), TurnCancelled: (409, "cancelled"),
+}
+
 
 def error_status(exc: BaseException) -> tuple[int, ErrorDetail]:
     """The HTTP status and body for an exception a turn raised; the message never holds a stack trace."""
@@ -287,6 +294,9 @@ def error_status(exc: BaseException) -> tuple[int, ErrorDetail]:
         return 409, ErrorDetail(type="nothing_to_resume", message=str(exc))
     if isinstance(exc, AttachmentError):
         return ATTACHMENT_STATUS.get(exc.problem, 400), ErrorDetail(type=exc.problem, message=str(exc))
+    for kind, (status, name) in _TURN_ERRORS.items():
+        if isinstance(exc, kind):
+            return status, ErrorDetail(type=name, message=str(exc))
     if isinstance(exc, ConfigError):
         return 400, ErrorDetail(type="bad_request", message=str(exc))
     if isinstance(exc, StoreError):  # its message names the database: the log gets it, the client does not

@@ -10,6 +10,7 @@ from fastapi import Body, FastAPI, Header, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from .._agency._agency import Agency
+from .._base._errors import TurnCancelled
 from ..durable import DurableTurns, TurnFailed, TurnHandle, UnknownTurn
 from ._auth._context import turn_options
 from ._bodies import (
@@ -217,6 +218,7 @@ class DurableFeed(Feed):
     def __init__(self, handle: TurnHandle, after: int | None, write_timeout: float) -> None:
         super().__init__(handle.chat_id, write_timeout)
         self._handle, self._after = handle, after
+        self._cancelled = False
 
     async def run(self) -> None:
         try:
@@ -224,6 +226,10 @@ class DurableFeed(Feed):
         except TurnFailed as failed:
             error = {"type": failed.kind, "message": failed_message(failed, self.chat_id)}
             await self.put(_sse_chunk("error", {"type": "error", "error": error}))
+        except TurnCancelled:  # cancelled before it ran (or before its `cancelled` event was written)
+            if not self._cancelled:
+                data = {"type": "cancelled", "chat_id": self.chat_id, "turn_id": self._handle.turn_id}
+                await self.put(_sse_chunk("cancelled", data))
         except Exception as exc:  # reading failed (the database): the stream still ends with an `error`
             await self.put(error_chunk(exc, self.chat_id))
         finally:
@@ -234,6 +240,8 @@ class DurableFeed(Feed):
             await self.put(_sse_chunk(event.type, event.data, event.id))
             if self.outbox.dropped:
                 return
+            if event.type == "cancelled":
+                self._cancelled = True
         result = result_response(await self._handle.ended_result()).model_dump(mode="json")
         await self.put(_sse_chunk("done", {"type": "done", "result": result}))
 

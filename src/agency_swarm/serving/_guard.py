@@ -166,11 +166,18 @@ def path_refusal(scope: Scope) -> Response | None:
                     "bytes of the id (RFC 3986).",
                 )
             return error_response(400, "bad_request", "The request path is not UTF-8 once percent-decoded.")
-    segments = scope["path"].split("/")
+    segments = _routed(scope).split("/")
     if len(segments) > 2 and segments[1] == "chats" and segments[2] == HEALTH_PROBE_CHAT:
         message = f"chat_id {HEALTH_PROBE_CHAT!r} is reserved for the server's health check; use another id."
         return error_response(400, "invalid_chat_id", message)
     return None
+
+
+def _routed(scope: Scope) -> str:
+    """The path without the prefix the app is mounted at (an agency of several: `/<name>`)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
 
 
 def checked_body(scope: Scope, headers: dict[bytes, bytes], body: bytes) -> tuple[Response | None, Scope]:
@@ -181,7 +188,8 @@ def checked_body(scope: Scope, headers: dict[bytes, bytes], body: bytes) -> tupl
         where = ".".join(str(part) for part in problems[0]["loc"])
         message = f"{where}: the request's text must be valid UTF-8; see details."
         return error_response(422, "invalid_request", message, details=problems), scope
-    json_body = scope["path"].startswith("/chats/") or scope["path"] == "/ag-ui"
+    path = _routed(scope)
+    json_body = path.startswith("/chats/") or path == "/ag-ui"
     if scope["method"] == "POST" and json_body:  # their bodies are JSON, whatever the client declared (curl -d:
         json_scope = as_json_request(scope, headers, body)  # form-urlencoded)
         if json_scope is None:

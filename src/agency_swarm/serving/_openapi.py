@@ -59,7 +59,8 @@ _ERROR_DOCS = {
     "algorithm or key this server does not accept)",
     404: "not_found: no chat of that id for the caller (another principal's chat answers the same; a chat stored "
     "before chats had owners is an admin's), or no turn of that id in this chat (durable mode)",
-    409: "chat_paused: the chat waits for approvals (see interruptions); nothing_to_resume: its last turn finished",
+    409: "chat_paused: the chat waits for approvals (see interruptions); nothing_to_resume: its last turn finished; "
+    "cancelled: the turn was cancelled; turn_not_running: the turn to cancel has ended",
     413: "request_too_large: the body is over the server's limit; too_large, too_many, message_too_large: a "
     "message's images and files are over the agency's attachment limits (bytes per file, files per message, bytes "
     "per message)",

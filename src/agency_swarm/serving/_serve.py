@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path as FilePath
@@ -18,8 +19,10 @@ from .._base._extras import MissingExtra, install_hint, require_extra
 from .._base._redact import secret_free_logger
 from .._threads._sql_store import POSTGRES_SCHEMES, SQLITE_SCHEMES, redact_url
 from .._threads._store import MemoryThreadStore, ThreadStore
+from ._agencies import checked_names, refuse_single_only
 from ._app import DEFAULT_MAX_BODY_BYTES, AgencyFactory, create_app, open_store, seconds
 from ._auth._serve_options import ENV_AUTH, AuthOptions, check_exposure, import_schema
+from ._cors import cors_origins
 from ._health import StoreHealth
 from ._logs import log_config
 from ._observe import check_observability, metrics_directory
@@ -43,10 +46,12 @@ ENV_UI = "AGENCY_SWARM_SERVE_UI"
 ENV_CONTEXT_SCHEMA = "AGENCY_SWARM_SERVE_CONTEXT_SCHEMA"
 ENV_ADDITIONAL_INSTRUCTIONS = "AGENCY_SWARM_SERVE_ADDITIONAL_INSTRUCTIONS"
 ENV_METRICS = "AGENCY_SWARM_SERVE_METRICS"
+ENV_AGENCIES = "AGENCY_SWARM_SERVE_AGENCIES"
+ENV_CORS_ORIGINS = "AGENCY_SWARM_SERVE_CORS_ORIGINS"
 _ENV_NAMES = (
     ENV_FACTORY, ENV_CONFIG, ENV_STORE, ENV_AUTH_TOKEN_ENV, ENV_MAX_BODY_BYTES, ENV_MODELS, ENV_TOOLKITS, ENV_DURABLE,
     ENV_DURABLE_QUEUE, ENV_STREAM_WRITE_TIMEOUT, ENV_A2A, ENV_AG_UI, ENV_AUTH, ENV_CONTEXT_SCHEMA,
-    ENV_ADDITIONAL_INSTRUCTIONS, ENV_UI, ENV_METRICS,
+    ENV_ADDITIONAL_INSTRUCTIONS, ENV_UI, ENV_METRICS, ENV_AGENCIES, ENV_CORS_ORIGINS,
 )
 
 
@@ -90,13 +95,18 @@ class ServeSettings:
     """Requests may add to the entry agent's instructions (a prompt-injection surface)."""
     metrics: bool = False
     """Serve `GET /metrics` for Prometheus, summed over the workers (`create_app(metrics=True)`)."""
+    agencies: tuple[tuple[str, str], ...] = ()
+    """Several agency files as (name, file): each agency served under /<name> (`create_app({name: factory})`)."""
+    cors_origins: tuple[str, ...] = ()
+    """Browser origins allowed to call the server (CORS; `create_app(cors_origins=)`); none by default."""
 
     def check(self) -> None:
-        if (self.config is None) == (self.factory is None):
+        if (self.config is not None) + (self.factory is not None) + bool(self.agencies) != 1:
             raise ConfigError(
                 "Serve either an agency file (agency.yaml) or --factory module:function (or FILE.py:function), not "
-                "both."
+                "both (several agency files: serve a.yaml b.yaml, each under /<stem>)."
             )
+        self._check_agencies()
         if self.factory is not None and (self.models is not None or self.toolkits is not None):
             raise ConfigError("--models and --toolkits go with an agency file; a --factory builds its own agents.")
         scheme = (self.store or "memory").partition("://")[0].lower()
@@ -122,6 +132,19 @@ class ServeSettings:
         if self.durable_queue is not None and not self.durable:
             raise ConfigError("--durable-queue names the queue of durable mode: add --durable.")
         self._check_access()
+
+    def _check_agencies(self) -> None:
+        cors_origins(self.cors_origins)
+        if not self.agencies:
+            return
+        names = [name for name, _ in self.agencies]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"Two agency files share a name in {names}: name them apart with --agency NAME=FILE.")
+        checked_names(dict(self.agencies), hint=" (name it: --agency NAME=FILE)")
+        refuse_single_only({"ag_ui": self.ag_ui, "a2a": self.a2a, "ui": self.ui, "durable": self.durable})
+        for _, path in self.agencies:
+            if not FilePath(path).is_file():
+                raise ConfigError(f"Agency file {path!r} does not exist (or is not a file).")
 
     def _check_access(self) -> None:
         if self.auth_token_env is not None and self.auth.configured:
@@ -154,6 +177,10 @@ class ServeSettings:
             env[ENV_DURABLE_QUEUE] = self.durable_queue
         if self.config is not None:
             env[ENV_CONFIG] = str(FilePath(self.config).resolve())
+        if self.agencies:
+            env[ENV_AGENCIES] = json.dumps([[name, str(FilePath(path).resolve())] for name, path in self.agencies])
+        if self.cors_origins:
+            env[ENV_CORS_ORIGINS] = " ".join(self.cors_origins)
         if self.factory is not None:
             env[ENV_FACTORY] = _absolute_file(self.factory)
         optional = {
@@ -184,12 +211,23 @@ class ServeSettings:
             auth=AuthOptions.from_env(env), context_schema=env.get(ENV_CONTEXT_SCHEMA),
             allow_additional_instructions=env.get(ENV_ADDITIONAL_INSTRUCTIONS) == "1",
             metrics=env.get(ENV_METRICS) == "1",
+            agencies=tuple((str(name), str(path)) for name, path in json.loads(env.get(ENV_AGENCIES) or "[]")),
+            cors_origins=tuple(env.get(ENV_CORS_ORIGINS, "").split()),
         )
 
     def agency_factory(self) -> AgencyFactory:
         if self.factory is not None:
             return _import_factory(self.factory)
-        config, models, toolkits = str(self.config), self.models, self.toolkits
+        return self._file_factory(str(self.config))
+
+    def agency_factories(self) -> AgencyFactory | dict[str, AgencyFactory]:
+        """What `create_app` takes: one factory, or {name: factory} for several agency files."""
+        if self.agencies:
+            return {name: self._file_factory(path) for name, path in self.agencies}
+        return self.agency_factory()
+
+    def _file_factory(self, config: str) -> AgencyFactory:
+        models, toolkits = self.models, self.toolkits
 
         def from_config(store: ThreadStore) -> Agency:
             from .._config._loader import load_agency
@@ -208,10 +246,15 @@ class ServeSettings:
     def auth_token(self) -> str | None:
         return None if self.auth_token_env is None else os.environ.get(self.auth_token_env)
 
-    def thread_store(self) -> ThreadStore | str:
-        """What a worker serves on: `store`, else the store the agency file names (built now), else memory."""
+    def thread_store(self) -> ThreadStore | str | dict[str, ThreadStore | str]:
+        """What a worker serves on: `store`, else the store the agency file names (built now; for several files,
+        each its own), else memory."""
         if self.store is not None:
             return self.store
+        if self.agencies:
+            from .._config._store_options import config_thread_store
+
+            return {name: config_thread_store(path) or "memory" for name, path in self.agencies}
         if self.config is not None:
             from .._config._store_options import config_thread_store
 
@@ -266,12 +309,13 @@ def app_from_env() -> FastAPI:
     settings = ServeSettings.from_env()
     settings.check()
     app = create_app(
-        settings.agency_factory(), store=settings.thread_store(), auth_token=settings.auth_token(),
+        settings.agency_factories(), store=settings.thread_store(), auth_token=settings.auth_token(),
         max_body_bytes=settings.max_body_bytes, durable=settings.durable_options(),
         stream_write_timeout=settings.stream_write_timeout, a2a=settings.a2a, ag_ui=settings.ag_ui,
         ui=settings.ui, auth=settings.auth.settings(),
         context_schema=None if settings.context_schema is None else import_schema(settings.context_schema),
         allow_additional_instructions=settings.allow_additional_instructions, metrics=settings.metrics,
+        cors_origins=settings.cors_origins,
     )
     # Everything built so far (modules, openai's thousand pydantic schemas, the agency) lives as long as the
     # process: out of the collector's sight, a full collection takes a few ms instead of ~150 ms (see
@@ -332,7 +376,10 @@ def serve(
     check_observability(settings.metrics, log_format)
     if workers > 1:
         _check_shared_store(settings, workers)
-    agency = settings.agency_factory()(MemoryThreadStore())  # a bad file or factory fails here, not in every worker
+    factories = settings.agency_factories()  # a bad file or factory fails here, not in every worker
+    built = [factory(MemoryThreadStore()) for factory in (factories.values() if isinstance(factories, dict) else
+                                                          [factories])]
+    agency = built[0]
     if settings.durable:
         _check_durable(settings, agency)
     if settings.ag_ui:
@@ -363,15 +410,16 @@ def _check_store(settings: ServeSettings) -> None:
     cannot be reached (a database host that does not exist, an SQLite file in a missing directory) is a StoreError
     now, instead of a server that starts and fails every request."""
     store = settings.thread_store()
-    if store == "memory":
-        return
-    opened = open_store(store) if isinstance(store, str) else store
-    problem = asyncio.run(_store_problem(opened))
-    if problem is not None:
-        raise StoreError(
-            f"The store {_describe_store(settings)} cannot be used: {problem} Check that it is running and "
-            "reachable from here (and, for SQLite, that its directory exists); no worker was started."
-        )
+    for each in store.values() if isinstance(store, dict) else [store]:
+        if each == "memory":
+            continue
+        opened = open_store(each) if isinstance(each, str) else each
+        problem = asyncio.run(_store_problem(opened))
+        if problem is not None:
+            raise StoreError(
+                f"The store {_describe_store(settings)} cannot be used: {problem} Check that it is running and "
+                "reachable from here (and, for SQLite, that its directory exists); no worker was started."
+            )
 
 
 async def _store_problem(store: ThreadStore) -> str | None:

@@ -18,7 +18,7 @@ from .._base._errors import TurnLockLost
 from .._base._events import Event, RawModelEvent
 from .._base._redact import secret_free_logger
 from .._turn._results import ResponseStream
-from ._bodies import ErrorDetail, error_status, result_response
+from ._bodies import ErrorDetail, error_status, id_for_header, result_response
 from ._text import utf8
 
 logger = secret_free_logger("agency_swarm.serving")
@@ -186,7 +186,8 @@ class EventPump(Feed):
                 async for event in events:
                     await self._event(event)
                 self._running = False
-            await self.put(_sse_chunk("done", {"type": "done", "result": self._result()}))
+            if not self._stream.cancelled:  # a cancelled turn's last event was `cancelled`
+                await self.put(_sse_chunk("done", {"type": "done", "result": self._result()}))
         except Exception as exc:
             self._running = False
             if not self.opened.done():  # before the first event: the route answers with the failure's status
@@ -307,4 +308,5 @@ async def event_stream(
     except BaseException:
         pump.reader_gone()  # the request ended before the response began: nobody will read; the turn goes on
         raise
-    return EventStreamResponse(pump)
+    turn_id = stream.turn_id
+    return EventStreamResponse(pump, headers=None if turn_id is None else {"turn-id": id_for_header(turn_id)})
