@@ -74,9 +74,8 @@ def create_app(
     - `durable` (True, or `DurableTurns` keyword arguments): every turn is a DBOS workflow (docs/design/durable.md).
     - `stream_write_timeout` (s): an event stream's reader that takes nothing for this long is dropped.
     - `a2a`: the agency as an A2A agent (docs/a2a.md); `ag_ui`: `POST /ag-ui` for AG-UI clients (docs/ag-ui.md).
-    - `ui`: the web chat page at /ui (docs/web-chat.md); the page is public, its calls carry the caller's token.
-    - `metrics`: `GET /metrics` (Prometheus; docs/guides/observability.md). `cors_origins`: browser origins allowed.
-    `{name: factory}` (and `{name: store}`): several agencies, each under /<name>.
+    - `ui`: the web chat page at /ui (docs/web-chat.md); `metrics`: `GET /metrics` (docs/guides/observability.md).
+    - `cors_origins`: browser origins allowed. `{name: factory}` (`{name: store}`): agencies, each under /<name>.
     """
     if isinstance(agency_factory, Mapping):  # one app of several agencies' apps (`_agencies`)
         return _several(agency_factory, dict(locals()))
