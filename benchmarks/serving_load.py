@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/serving_load.py                # prints the table (needs PostgreSQL)
     .venv/bin/python benchmarks/serving_load.py --clients 8 --workers 1 2 4 --memory --round-trips
     .venv/bin/python benchmarks/serving_load.py --quick        # a small smoke run
+    .venv/bin/python benchmarks/serving_load.py --overhead --clients 8 --turns 100 --rounds 5   # auth, tracing, metrics
     AGENCY_SWARM_BENCH_POSTGRES_URL=postgresql://... .venv/bin/python benchmarks/serving_load.py
 
 Method: `agency-swarm serve --factory serving_load:build_agency --store <PostgreSQL> --workers N` in a child
@@ -16,6 +17,14 @@ the client's are not in it). "above model" is p50 minus the model's 20 ms. Every
 production. The client shares the machine's CPUs with the server and PostgreSQL: on a small machine it is part of
 what is measured. `--round-trips` runs each PostgreSQL row once more with the workers connected through a proxy
 that counts round trips at the socket (tests/pg_proxy.py); its latencies are not used.
+
+`--overhead` serves the same agency (one worker unless `--workers N`, PostgreSQL) five ways, each `--rounds` times,
+the five taking turns: nothing on; JWT authentication (`--jwt-secret-env`, issuer and audience; chat n's requests
+carry user-n's HS256 JWT, so every turn also passes the ownership check); OTLP tracing
+(`OTEL_EXPORTER_OTLP_ENDPOINT` at a receiver in this process that reads each export and discards it); `--metrics`;
+and all three. It prints each one's best run (the least disturbed) of server CPU per turn and its overhead over
+nothing on. With tracing on, the CPU is read once the exporter has sent its next batch after the measured turns,
+so their spans' encoding and export are in it.
 """
 
 from __future__ import annotations

@@ -429,7 +429,7 @@ def check_deployment_answers(curls: list[str], printed: list[str]) -> None:
     assert body["cost_usd"] > 0, body
     assert set(body["cost_by_agent"]) == {"CEO", "Developer"}, body
     [denied] = [answers[curl] for curl in curls if "$BOB_TOKEN" in curl]
-    head, _, rest = denied.partition("\r\n\r\n")
+    head, _, rest = denied.replace("\r\n", "\n").partition("\n\n")  # curl -i: the head, a blank line, the body
     assert head.split()[:2] == ["HTTP/1.1", "404"], denied
     assert json.loads(rest)["error"]["type"] == "not_found", rest
     [metrics] = [answers[curl] for curl in curls if curl.endswith("/metrics")]
