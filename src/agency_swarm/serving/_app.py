@@ -72,8 +72,7 @@ def create_app(
     - `stream_write_timeout` (s): an event stream's reader that takes nothing for this long is dropped.
     - `a2a`: the agency as an A2A agent (docs/a2a.md); `ag_ui`: `POST /ag-ui` for AG-UI clients (docs/ag-ui.md).
     - `ui`: the web chat page at /ui (docs/web-chat.md); the page is public, its calls carry the caller's token.
-    - `metrics`: `GET /metrics` (Prometheus); spans go over OTLP with `OTEL_EXPORTER_OTLP_*` set:
-      docs/guides/observability.md
+    - `metrics`: `GET /metrics` (Prometheus); spans go over OTLP with `OTEL_EXPORTER_OTLP_*` set (observability.md)
     """
     _check_options(ag_ui, ui, max_body_bytes)
     streams = StreamTurns(seconds("stream_write_timeout", stream_write_timeout))
