@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/serving_load.py                # prints the table (needs PostgreSQL)
     .venv/bin/python benchmarks/serving_load.py --clients 8 --workers 1 2 4 --memory --round-trips
     .venv/bin/python benchmarks/serving_load.py --quick        # a small smoke run
+    .venv/bin/python benchmarks/serving_load.py --overhead --clients 8 --turns 100 --rounds 5   # auth, tracing, metrics
     AGENCY_SWARM_BENCH_POSTGRES_URL=postgresql://... .venv/bin/python benchmarks/serving_load.py
 
 Method: `agency-swarm serve --factory serving_load:build_agency --store <PostgreSQL> --workers N` in a child
@@ -16,6 +17,14 @@ the client's are not in it). "above model" is p50 minus the model's 20 ms. Every
 production. The client shares the machine's CPUs with the server and PostgreSQL: on a small machine it is part of
 what is measured. `--round-trips` runs each PostgreSQL row once more with the workers connected through a proxy
 that counts round trips at the socket (tests/pg_proxy.py); its latencies are not used.
+
+`--overhead` serves the same agency (one worker unless `--workers N`, PostgreSQL) five ways, each `--rounds` times,
+the five taking turns: nothing on; JWT authentication (`--jwt-secret-env`, issuer and audience; chat n's requests
+carry user-n's HS256 JWT, so every turn also passes the ownership check); OTLP tracing
+(`OTEL_EXPORTER_OTLP_ENDPOINT` at a receiver in this process that reads each export and discards it); `--metrics`;
+and all three. It prints each one's best run (the least disturbed) of server CPU per turn and its overhead over
+nothing on. With tracing on, the CPU is read once the exporter has sent its next batch after the measured turns,
+so their spans' encoding and export are in it.
 """
 
 from __future__ import annotations
@@ -84,14 +93,15 @@ def build_agency(store: Any, model: Any = None) -> Any:
 
 def start(
     workers: int, store: str, options: Sequence[str] = (), factory: str = "serving_load:build_agency",
-    lines: queue.Queue[str | None] | None = None,
+    lines: queue.Queue[str | None] | None = None, env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen[str], str, list[int]]:
-    """`agency-swarm serve` with `options`, once every worker started: the process, its URL and the workers' pids.
-    The server's log lines go on to `lines` (read by the caller) if given."""
+    """`agency-swarm serve` with `options` (and `env` added to this process's), once every worker started: the
+    process, its URL and the workers' pids. The server's log lines go on to `lines` (read by the caller) if given."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    env = {**os.environ, **(env or {})}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     command = [
         str(Path(sys.executable).with_name("agency-swarm")), "serve", "--factory", factory, "--store", store,
         "--workers", str(workers), "--port", str(port), "--no-access-log", *options,
@@ -145,8 +155,9 @@ async def delete_chats(prefix: str) -> None:
     conn = await asyncpg.connect(POSTGRES_URL)
     try:
         await conn.execute("DELETE FROM agency_swarm_items WHERE starts_with(chat_id, $1)", prefix)
-        if await conn.fetchval("SELECT to_regclass('agency_swarm_chats')") is not None:
-            await conn.execute("DELETE FROM agency_swarm_chats WHERE starts_with(chat_id, $1)", prefix)
+        for table in ("agency_swarm_chats", "agency_swarm_chat_owners"):
+            if await conn.fetchval("SELECT to_regclass($1)", table) is not None:
+                await conn.execute(f"DELETE FROM {table} WHERE starts_with(chat_id, $1)", prefix)
     finally:
         await conn.close()
 
@@ -154,28 +165,37 @@ async def delete_chats(prefix: str) -> None:
 # -- the load ---------------------------------------------------------------------------------------------------
 
 
-async def load(url: str, prefix: str, clients: int, turns: int, pids: list[int]) -> dict[str, float]:
+async def load(
+    url: str, prefix: str, clients: int, turns: int, pids: list[int],
+    headers: Callable[[int], dict[str, str]] = lambda number: {}, settle: Callable[[], None] = lambda: None,
+) -> dict[str, float]:
+    """`clients` chats busy at once, `turns` each after a warm-up turn; `headers(n)` for chat n's requests;
+    `settle()` runs after the measured turns, before the workers' CPU is read."""
     import httpx
 
     limits = httpx.Limits(max_connections=clients + 10, keepalive_expiry=1)  # under uvicorn's 5 s
     latencies: list[float] = []
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as http:
 
-        async def turn(chat_id: str, message: str) -> float:
+        async def turn(number: int, message: str) -> float:
             began = time.perf_counter()
-            response = await http.post(f"/chats/{chat_id}/messages", json={"message": message})
+            response = await http.post(
+                f"/chats/{prefix}{number}/messages", json={"message": message}, headers=headers(number)
+            )
             if response.status_code != 200:
                 raise SystemExit(f"turn failed: {response.status_code} {response.text}")
             return time.perf_counter() - began
 
         async def chat(number: int) -> None:
             for index in range(turns):
-                latencies.append(await turn(f"{prefix}{number}", f"turn {index}"))
+                latencies.append(await turn(number, f"turn {index}"))
 
-        await asyncio.gather(*(turn(f"{prefix}{number}", "warm-up") for number in range(clients)))
+        await asyncio.gather(*(turn(number, "warm-up") for number in range(clients)))
         began, cpu_before = time.perf_counter(), cpu_seconds(pids)
         await asyncio.gather(*(chat(number) for number in range(clients)))
-        wall, cpu = time.perf_counter() - began, cpu_seconds(pids) - cpu_before
+        wall = time.perf_counter() - began
+        await asyncio.to_thread(settle)
+        cpu = cpu_seconds(pids) - cpu_before
     latencies.sort()
     return {
         "turns": len(latencies),
@@ -222,24 +242,153 @@ def round_trips_per_turn(workers: int, clients: int, turns: int) -> float:
     return asyncio.run(run())
 
 
+# -- what authentication, tracing and metrics cost (--overhead) ------------------------------------------------
+
+JWT_SECRET_VARIABLE = "BENCH_JWT_SECRET"
+JWT_ISSUER, JWT_AUDIENCE = "https://id.bench.example", "agency-bench"
+SETTLE_TIMEOUT_S = 15.0
+"""Longest wait, after the measured turns, for the exporter's next batch (it sends one every 5 s at most)."""
+
+
+class DiscardingReceiver:
+    """An OTLP/HTTP endpoint on 127.0.0.1 that reads every export, answers 200 and keeps only their count."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.exported, self.exports = threading.Condition(), 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+                with receiver.exported:
+                    receiver.exports += 1
+                    receiver.exported.notify_all()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def next_export(self) -> None:
+        """Until an export arrives after this call (the spans of the turns before it exported; bounded)."""
+        with self.exported:
+            seen = self.exports
+            self.exported.wait_for(lambda: self.exports > seen, timeout=SETTLE_TIMEOUT_S)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def jwt_headers(secret: str) -> Callable[[int], dict[str, str]]:
+    """Chat n's requests carry the HS256 JWT of principal `user-n` (the chat is theirs)."""
+    import jwt
+
+    expires = int(time.time()) + 3600
+    tokens: dict[int, dict[str, str]] = {}
+
+    def headers(number: int) -> dict[str, str]:
+        if number not in tokens:
+            claims = {"sub": f"user-{number}", "iss": JWT_ISSUER, "aud": JWT_AUDIENCE, "exp": expires}
+            tokens[number] = {"authorization": f"Bearer {jwt.encode(claims, secret, algorithm='HS256')}"}
+        return tokens[number]
+
+    return headers
+
+
+def condition(name: str, receiver: DiscardingReceiver, secret: str) -> dict[str, Any]:
+    """What `serve` is given for a condition: its options, environment, request headers and settling."""
+    auth, tracing, metrics = (name in (part, "all three") for part in ("auth (JWT)", "tracing (OTLP)", "metrics"))
+    options: list[str] = ["--metrics"] if metrics else []
+    env = {JWT_SECRET_VARIABLE: secret}
+    if auth:
+        options += ["--jwt-secret-env", JWT_SECRET_VARIABLE, "--jwt-issuer", JWT_ISSUER, "--jwt-audience", JWT_AUDIENCE]
+    if tracing:
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+    return {
+        "options": options, "env": env, "headers": jwt_headers(secret) if auth else (lambda number: {}),
+        "settle": receiver.next_export if tracing else (lambda: None),
+    }
+
+
+OVERHEAD_CONDITIONS = ("nothing on", "auth (JWT)", "tracing (OTLP)", "metrics", "all three")
+
+
+def measure_overhead(workers: int, clients: int, turns: int, rounds: int) -> dict[str, list[dict[str, float]]]:
+    """Each condition `rounds` times, the conditions taking turns (drift on a shared machine hits all alike)."""
+    import secrets
+
+    secret = secrets.token_urlsafe(48)
+    receiver = DiscardingReceiver()
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in OVERHEAD_CONDITIONS}
+    try:
+        for _ in range(rounds):
+            for name in OVERHEAD_CONDITIONS:
+                given = condition(name, receiver, secret)
+                os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)  # only the tracing conditions trace
+                prefix = f"bench-overhead-{uuid.uuid4().hex[:8]}-"
+                process, url, pids = start(workers, POSTGRES_URL, given["options"], env=given["env"])
+                try:
+                    runs[name].append(asyncio.run(
+                        load(url, prefix, clients, turns, pids, given["headers"], given["settle"])
+                    ))
+                finally:
+                    stop(process)
+                    asyncio.run(delete_chats(prefix))
+    finally:
+        receiver.close()
+    return runs
+
+
+def print_overhead(runs: dict[str, list[dict[str, float]]]) -> None:
+    """Best of the rounds per condition (the least disturbed run), and its overhead over `nothing on`."""
+    best = {name: min(row["server_cpu_ms"] for row in rows) for name, rows in runs.items()}
+    base = best["nothing on"]
+    print("| server | turns | turns/s | p50 ms | server CPU ms/turn (best) | all runs | overhead |")
+    print("|---|---:|---:|---:|---:|---|---:|")
+    for name, rows in runs.items():
+        row = min(rows, key=lambda row: row["server_cpu_ms"])
+        every = " ".join(f"{run['server_cpu_ms']:.2f}" for run in rows)
+        overhead = "–" if name == "nothing on" else f"{(best[name] - base) / base * 100:+.1f} %"
+        print(f"| {name} | {row['turns']:.0f} | {row['turns_per_s']:.0f} | {row['p50_ms']:.1f} | {best[name]:.3f} | "
+              f"{every} | {overhead} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=64, help="chats kept busy at once")
     parser.add_argument("--turns", type=int, default=30, help="measured turns per chat")
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--workers", type=int, nargs="+", help="worker counts (default 1 2 4; --overhead: 1)")
     parser.add_argument("--round-trips", action="store_true", help="count PostgreSQL round trips per turn too")
     parser.add_argument("--quick", action="store_true", help="8 chats x 3 turns: a smoke run")
     parser.add_argument(
         "--memory", action="store_true", help="also 1 worker on the in-memory store: the ceiling without a database"
     )
+    parser.add_argument(
+        "--overhead", action="store_true",
+        help="server CPU per turn with nothing on, JWT auth, OTLP tracing, metrics, and all three (first --workers)",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="--overhead: runs per condition (the best is shown)")
     args = parser.parse_args()
     clients, turns = (8, 3) if args.quick else (args.clients, args.turns)
     print(f"{clients} concurrent chats x {turns} turns, model latency {MODEL_LATENCY_S * 1000:.0f} ms, "
           f"{os.cpu_count()} CPUs")
+    if args.overhead:
+        workers = (args.workers or [1])[0]
+        print(f"{workers} worker(s) on PostgreSQL, best of {args.rounds} runs per condition")
+        print_overhead(measure_overhead(workers, clients, turns, args.rounds))
+        return
     print("| workers | store | turns | turns/s | p50 ms | above model ms | p99 ms | server CPU ms/turn "
           "| round trips/turn |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
-    runs = [(workers, POSTGRES_URL) for workers in args.workers] + ([(1, "memory")] if args.memory else [])
+    runs = [(workers, POSTGRES_URL) for workers in args.workers or [1, 2, 4]] + ([(1, "memory")] if args.memory else [])
     for workers, store in runs:
         row = measure(workers, clients, turns, store)
         name = "memory" if store == "memory" else "PostgreSQL"

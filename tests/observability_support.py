@@ -4,7 +4,7 @@ CEO -> Developer -> QA agency the observability tests serve."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +39,12 @@ class Receiver:
     spans: list[Span] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     raw: list[bytes] = field(default_factory=list)
+    changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def wait_for(self, done: Callable[[list[Span]], bool], timeout: float) -> bool:
+        """Until `done(spans)` holds (True), or `timeout` seconds passed without it (False): each export wakes it."""
+        with self.changed:
+            return self.changed.wait_for(lambda: done(self.spans), timeout)
 
 
 def _value(value: Any) -> Any:
@@ -52,6 +58,7 @@ def otlp_receiver() -> Iterator[Receiver]:
     received: list[Span] = []
     paths: list[str] = []
     raw: list[bytes] = []
+    changed = threading.Condition()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -60,13 +67,15 @@ def otlp_receiver() -> Iterator[Receiver]:
             raw.append(body)
             request = ExportTraceServiceRequest()
             request.ParseFromString(body)
-            for resource in request.resource_spans:
-                for scope in resource.scope_spans:
-                    for span in scope.spans:
-                        received.append(Span(
-                            span.name, span.span_id, span.parent_span_id, span.trace_id,
-                            {item.key: _value(item.value) for item in span.attributes}, span.status.code,
-                        ))
+            with changed:
+                for resource in request.resource_spans:
+                    for scope in resource.scope_spans:
+                        for span in scope.spans:
+                            received.append(Span(
+                                span.name, span.span_id, span.parent_span_id, span.trace_id,
+                                {item.key: _value(item.value) for item in span.attributes}, span.status.code,
+                            ))
+                changed.notify_all()
             answer = ExportTraceServiceResponse().SerializeToString()
             self.send_response(200)
             self.send_header("content-type", "application/x-protobuf")
@@ -81,7 +90,7 @@ def otlp_receiver() -> Iterator[Receiver]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield Receiver(f"http://127.0.0.1:{server.server_address[1]}", received, paths, raw)
+        yield Receiver(f"http://127.0.0.1:{server.server_address[1]}", received, paths, raw, changed)
     finally:
         server.shutdown()
         server.server_close()

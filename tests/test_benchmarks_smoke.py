@@ -131,3 +131,25 @@ def test_the_attachments_benchmark_prints_its_three_tables() -> None:
     calls = [row for row in rows if row[0].isdigit()]
     assert [row[0] for row in calls] == ["1", "2", "3", "4"]  # 2 images, 2 text turns: every call shown
     assert all(re.fullmatch(r"\d+\.\d{3}", row[3]) for row in calls), calls
+
+
+def test_the_serving_overhead_benchmark_prints_each_condition_and_its_cost() -> None:
+    """serving_load.py --overhead: server CPU per turn with nothing on, JWT auth, OTLP tracing (to a receiver in the
+    benchmark), metrics and all three; every turn of the auth conditions carries a JWT the server accepts."""
+    from postgres_support import require_postgres
+
+    url = require_postgres()
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "serving_load.py"), "--overhead", "--clients", "2", "--turns", "2",
+         "--rounds", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+        env={**os.environ, "AGENCY_SWARM_BENCH_POSTGRES_URL": url, "OTEL_BSP_SCHEDULE_DELAY": "100"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.strip("| ").split(" | ") for line in proc.stdout.splitlines() if line.startswith("| ")][1:]
+    assert [row[0] for row in rows] == ["nothing on", "auth (JWT)", "tracing (OTLP)", "metrics", "all three"]
+    for row in rows:
+        assert row[1] == "4", row  # 2 chats x 2 turns, each answered 200
+        assert re.fullmatch(r"\d+\.\d{3}", row[4]), row
+    assert rows[0][6] == "–"
+    assert all(re.fullmatch(r"[+-]\d+\.\d %", row[6]) for row in rows[1:]), rows

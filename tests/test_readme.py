@@ -12,6 +12,12 @@ may stand for `readme-test:`:
 - `<!-- readme-test: serve -->`: the serving block. A real `agency-swarm serve` (a scripted agency, the token in
   API_TOKEN) listens on 127.0.0.1:8000, or on a free port when 8000 is taken, and the README's exact `curl` line
   runs against it (only `localhost:8000` is rewritten then).
+- `<!-- docs-test: deploy -->`: the multi-user deployment block. Its `agency-swarm serve` line runs with every
+  option as written but four: `--factory` (a scripted agency), `--store` (the tests' PostgreSQL), `--host` (loopback)
+  and `--port` (8000 or a free one); its `export` line's JWT secret is the test's and its OTLP endpoint the test's
+  receiver. Its `curl` lines run with `ALICE_TOKEN` and `BOB_TOKEN` set to JWTs the test signs with that secret
+  (`localhost:8000` and the chat id, given the test run's prefix, rewritten); the answers, `/metrics` and the
+  spans the receiver gets are checked.
 
 Blocks in other languages (yaml, ini, json, text, ...) are not run. Commands run with OPENAI_API_KEY unset and
 `.venv/bin` first on PATH: `bash scripts/...` from the repository root (as the set-up says), the others in a scratch
@@ -184,7 +190,7 @@ def run_page(page: Path, scratch: Path) -> Tally:
     namespace: dict[str, Any] = {}  # shared by the page's python blocks, as in one notebook
     for block in readme_blocks(page.read_text()):
         where = f"{page_name(page)}:{block.line}"
-        if block.mode in ("skip", "serve", "a2a"):  # serve, a2a: the tests below run them
+        if block.mode in ("skip", "serve", "a2a", "deploy"):  # serve, a2a, deploy: the tests below run them
             tally.not_run.append(f"{where} {block.mode} {block.argument}")
         elif block.mode == "output-of":
             assert printed[block.quoted()[0]] == block.body, f"{where} is not what the command prints"
@@ -328,6 +334,122 @@ def _free(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+# -- the deployment block: two JWT users, PostgreSQL, 4 workers, OTLP traces and /metrics, for real -----------------
+
+DEPLOY_FACTORY = "observability_support:build_priced_agency"
+DEPLOY_SECRET = "readme-test-jwt-secret-of-at-least-32-bytes"
+USERS = ("alice", "bob")
+
+
+def option(arguments: list[str], name: str) -> str:
+    return arguments[arguments.index(name) + 1]
+
+
+def deploy_arguments(command: str, store: str, port: int) -> list[str]:
+    """The documented serve line's arguments: the factory, store, host and port the test's, the rest as written."""
+    arguments = shlex.split(command)
+    assert arguments[:2] == ["agency-swarm", "serve"], command
+    given = {"--factory": DEPLOY_FACTORY, "--store": store, "--host": "127.0.0.1", "--port": str(port)}
+    for name, value in given.items():
+        arguments[arguments.index(name) + 1] = value
+    return arguments[2:]
+
+
+def deploy_env(export: str, arguments: list[str], receiver_url: str) -> dict[str, str]:
+    """What the `export` line sets, for the test: its JWT secret variable, the endpoint at the test's receiver (its
+    batches sent every 100 ms); PGPASSWORD is not needed by the tests' database."""
+    names = {word.split("=", 1)[0] for word in shlex.split(export)[1:]}
+    secret_variable = option(arguments, "--jwt-secret-env")
+    assert names == {secret_variable, "PGPASSWORD", "OTEL_EXPORTER_OTLP_ENDPOINT"}, names
+    endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver_url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    return {secret_variable: DEPLOY_SECRET, **endpoint}
+
+
+def user_tokens(arguments: list[str]) -> dict[str, str]:
+    """ALICE_TOKEN and BOB_TOKEN: HS256 JWTs of `alice` and `bob` for the issuer and audience the line names."""
+    import time
+
+    import jwt
+
+    claims = {"iss": option(arguments, "--jwt-issuer"), "aud": option(arguments, "--jwt-audience"),
+              "exp": int(time.time()) + 600}
+    return {f"{user.upper()}_TOKEN": jwt.encode({**claims, "sub": user}, DEPLOY_SECRET, algorithm="HS256")
+            for user in USERS}
+
+
+def deploy_curl(command: str, port: int, prefix: str) -> str:
+    assert any(f"Authorization: Bearer ${user.upper()}_TOKEN" in shlex.split(command) for user in USERS), command
+    command = re.sub(r"/chats/([^/\s]+)/", lambda found: f"/chats/{prefix}{found[1]}/", command)
+    return command.replace("localhost:8000", f"localhost:{port}")
+
+
+def test_the_deployment_block_serves_two_users_on_postgresql_with_traces_and_metrics(tmp_path: Path) -> None:
+    from observability_support import otlp_receiver
+    from postgres_support import require_postgres
+    from serving_support import chat_prefix, delete_chats, start_serve
+
+    store = require_postgres()
+    [block] = [block for _, block in all_blocks() if block.mode == "deploy"]
+    commands = block.commands()
+    [export] = [command for command in commands if command.startswith("export ")]
+    [serve] = [command for command in commands if command.startswith("agency-swarm serve ")]
+    curls = [command for command in commands if command.startswith("curl ")]
+    assert len(commands) == 2 + len(curls) == 5, commands  # nothing else in the block goes unrun
+    port, prefix = readme_port(), chat_prefix("deploy")
+    arguments = deploy_arguments(serve, store, port)
+    assert option(arguments, "--workers") == "4"
+    assert "--metrics" in arguments
+    with otlp_receiver() as receiver:
+        server = start_serve(arguments, workers=4, port=port, env=deploy_env(export, arguments, receiver.url))
+        try:
+            tokens = user_tokens(arguments)
+            printed = [run_command(deploy_curl(curl, port, prefix), tmp_path, **tokens).stdout for curl in curls]
+            traced = receiver.wait_for(lambda spans: {"alice", "bob"} <= {
+                span.attributes.get("enduser.id") for span in spans} and any(
+                span.name == "turn CEO" for span in spans), timeout=60)
+        finally:
+            server.stop()
+            delete_chats(prefix)
+    assert traced, [span.name for span in receiver.spans]
+    check_deployment_answers(curls, printed)
+    check_deployment_trace(receiver.spans)
+    assert all(json.loads(line)["message"] for line in server.log if line.strip())  # JSON log lines
+
+
+def check_deployment_answers(curls: list[str], printed: list[str]) -> None:
+    """Alice's turn answered with its cost; Bob got 404 for her chat; /metrics counts the turn, all workers summed."""
+    from test_observability import metric_values
+
+    answers = dict(zip(curls, printed, strict=True))
+    [turn] = [answers[curl] for curl in curls if "/messages" in curl]
+    body = json.loads(turn)
+    assert body["final_output"] == "CEO reports: built", body
+    assert body["cost_usd"] > 0, body
+    assert set(body["cost_by_agent"]) == {"CEO", "Developer"}, body
+    [denied] = [answers[curl] for curl in curls if "$BOB_TOKEN" in curl]
+    head, _, rest = denied.replace("\r\n", "\n").partition("\n\n")  # curl -i: the head, a blank line, the body
+    assert head.split()[:2] == ["HTTP/1.1", "404"], denied
+    assert json.loads(rest)["error"]["type"] == "not_found", rest
+    [metrics] = [answers[curl] for curl in curls if curl.endswith("/metrics")]
+    values = metric_values(metrics)
+    assert values[("agency_swarm_turns_total", (("outcome", "completed"),))] == 1, metrics
+    assert values[("agency_swarm_cost_usd_total", (("agent", "CEO"), ("model", "gpt-4o")))] > 0
+
+
+def check_deployment_trace(spans: list[Any]) -> None:
+    """Alice's request is one trace: the HTTP span its root, the turn under it; Bob's 404 is a span of his."""
+    [root] = [span for span in spans if span.name == "POST /chats/{chat_id}/messages"]
+    assert root.attributes["enduser.id"] == "alice"
+    assert root.attributes["http.response.status_code"] == 200
+    assert root.parent_id == b""
+    [turn] = [span for span in spans if span.name == "turn CEO"]
+    assert (turn.trace_id, turn.parent_id) == (root.trace_id, root.span_id)
+    in_trace = {span.name for span in spans if span.trace_id == root.trace_id}
+    assert {"invoke_agent CEO", "invoke_agent Developer", "chat gpt-4o", "chat gpt-4o-mini"} <= in_trace, in_trace
+    [denied] = [span for span in spans if span.attributes.get("enduser.id") == "bob"]
+    assert denied.attributes["http.response.status_code"] == 404
 
 
 # -- what a new user looks for: attaching a tool, an approval that pauses, what hooks are given --------------------

@@ -328,3 +328,35 @@ async def test_the_guards_hand_the_lifespan_to_the_app() -> None:
     await app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
     assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert closed == [True]  # the app's own lifespan ran: it closes the store
+
+
+async def test_a_verified_hs256_token_is_kept_until_it_expires_and_a_refused_one_is_not() -> None:
+    """The second request with a token skips PyJWT; past `exp` plus the leeway (a wall clock moved by hand) the token
+    is checked again; a token refused once is checked, and refused, every time."""
+    import jwt
+
+    from agency_swarm.serving._auth._jwt import Authenticator, Unauthorized
+
+    now = Clock()
+    now.now = float(claims("alice")["exp"]) - 60
+    authenticator = Authenticator(AuthSettings(jwt_secret=SECRET, issuer=ISSUER, audience=AUDIENCE), wall_clock=now)
+    decoded: list[str] = []
+    original = jwt.decode
+
+    def counting(token: str, *args: Any, **kwargs: Any) -> Any:
+        decoded.append(token)
+        return original(token, *args, **kwargs)
+
+    token, forged = hs256("alice"), hs256("alice", secret="another-secret-of-at-least-32-bytes!")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(jwt, "decode", counting)
+        first = await authenticator.principal(f"Bearer {token}".encode())
+        assert await authenticator.principal(f"Bearer {token}".encode()) is first
+        assert decoded == [token]
+        now.now += 60 + 30  # exp plus the 30 s leeway: checked again by PyJWT
+        assert (await authenticator.principal(f"Bearer {token}".encode())).name == "alice"
+        assert decoded == [token, token]
+        for _ in range(2):
+            with pytest.raises(Unauthorized):
+                await authenticator.principal(f"Bearer {forged}".encode())
+        assert decoded == [token, token, forged, forged]

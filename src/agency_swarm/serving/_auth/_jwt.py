@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,9 @@ SECRET_ALGORITHM = "HS256"
 JWKS_TIMEOUT_SECONDS = 5.0
 MAX_JWKS_BYTES = 256 * 1024
 MAX_SUB_CHARS = 255
+VERIFIED_CACHE_SIZE = 4096
+"""HS256 tokens verified, kept per process with their principal until they expire: a client sends the same token
+with every request, and PyJWT takes about as long to check one as a turn's own work on the server."""
 _DECODE_OPTIONS: Any = {"require": ["exp", "iss", "aud", "sub"], "enforce_minimum_key_length": True}
 
 
@@ -130,9 +134,14 @@ def _scopes(claims: dict[str, Any]) -> frozenset[str]:
 class Authenticator:
     """The principal of an `Authorization` header's value, per AuthSettings (checked before)."""
 
-    def __init__(self, settings: AuthSettings, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, settings: AuthSettings, clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self._static = {hashlib.sha256(token.encode()).digest(): name for name, token in settings.tokens.items()}
-        self._settings = settings
+        self._settings, self._wall_clock = settings, wall_clock
+        self._verified: OrderedDict[str, tuple[Principal, float]] = OrderedDict()
+        """HS256 token -> (its principal, the time it stops being valid: `exp` plus the leeway)."""
         self._admins = frozenset(settings.admins)
         self._algorithms = {SECRET_ALGORITHM} if settings.jwt_secret is not None else set()
         self.jwks: JWKSKeys | None = None
@@ -153,7 +162,22 @@ class Authenticator:
             return Principal(name, admin=name in self._admins)
         if not self._algorithms or token.count(b".") != 2:
             raise Unauthorized("Unauthorized.")
-        return await self._from_jwt(token.decode("latin-1"))
+        text = token.decode("latin-1")
+        verified = self._verified.get(text)
+        if verified is not None:
+            if self._wall_clock() < verified[1]:
+                self._verified.move_to_end(text)
+                return verified[0]
+            del self._verified[text]  # expired: checked again, and refused, by PyJWT
+        return await self._from_jwt(text)
+
+    def _remember(self, token: str, principal: Principal) -> None:
+        """Keep a verified HS256 token (the secret never changes in a process) until its `exp` plus the leeway."""
+        expires = principal.claims.get("exp")
+        if isinstance(expires, int | float) and not isinstance(expires, bool):
+            self._verified[token] = (principal, float(expires) + self._settings.leeway_seconds)
+            if len(self._verified) > VERIFIED_CACHE_SIZE:
+                self._verified.popitem(last=False)
 
     async def _from_jwt(self, token: str) -> Principal:
         try:
@@ -173,7 +197,10 @@ class Authenticator:
             raise Unauthorized("The bearer token's `sub` is not a principal name (1 to 255 printable characters).")
         scopes = _scopes(claims)
         admin = sub in self._admins or (self._settings.admin_scope is not None and self._settings.admin_scope in scopes)
-        return Principal(sub, scopes=scopes, claims=claims, admin=admin)
+        principal = Principal(sub, scopes=scopes, claims=claims, admin=admin)
+        if algorithm == SECRET_ALGORITHM:
+            self._remember(token, principal)
+        return principal
 
     def _decoded(self, token: str, key: Any, algorithm: str) -> dict[str, Any]:
         settings = self._settings
