@@ -1,5 +1,6 @@
 """A2A tasks across workers: two `agency-swarm serve --a2a` processes on one PostgreSQL store serve the same tasks.
-A task one runs is read, listed, followed to its end and canceled through the other, and outlives both."""
+A task one runs is read, listed, followed to its end and canceled through the other, and outlives both; and
+`serve --a2a --workers 2` answers every request for a running task, whichever worker takes it."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ def workers(prefix: str, gate: Gate) -> Iterator[tuple[Server, Server]]:
 
 @contextlib.asynccontextmanager
 async def client_for(url: str) -> AsyncIterator[Client]:
-    async with httpx.AsyncClient(timeout=BOUND) as http:
+    """An a2a-sdk client whose every request opens a new connection: behind `--workers N`, any worker may take it."""
+    async with httpx.AsyncClient(timeout=BOUND, limits=httpx.Limits(max_keepalive_connections=0)) as http:
         card = await A2ACardResolver(http, url).get_agent_card()
         config = ClientConfig(httpx_client=http, streaming=True,
                               supported_protocol_bindings=[TransportProtocol.JSONRPC.value])
@@ -160,3 +162,25 @@ async def test_a_task_outlives_both_workers(workers: tuple[Server, Server], gate
         again.stop()
     assert stored.status.state == TaskState.TASK_STATE_COMPLETED
     assert stored.artifacts[0].parts[0].text == "Developer did: keep this [seen 1]"
+
+
+async def test_serve_with_two_workers_answers_for_a_running_task_on_every_connection(gate: Gate, prefix: str) -> None:
+    chat = f"{prefix}two"
+    server = start_serve(["--factory", "a2a_app:build_remote", "--store", require_postgres(), "--a2a"], workers=2,
+                         env=gate.env)
+    try:
+        async with client_for(server.url) as client:
+            sending, task_id, held = await start_held_turn(client, gate, "[hold] for all", chat)
+            seen = [await client.get_task(GetTaskRequest(id=task_id)) for _ in range(4)]
+            subscriptions = [aiter(client.subscribe(SubscribeToTaskRequest(id=task_id))) for _ in range(4)]
+            firsts = [await anext(subscription) for subscription in subscriptions]
+            held.sendall(b"go\n")
+            held.close()
+            followed = await asyncio.wait_for(asyncio.gather(*map(drain, subscriptions)), BOUND)
+            sent = await asyncio.wait_for(sending, BOUND)
+    finally:
+        server.stop()
+    assert {task.status.state for task in seen} == {TaskState.TASK_STATE_WORKING}
+    assert {first.task.id for first in firsts} == {task_id}
+    assert [states(found)[-1] for found in followed] == [TaskState.TASK_STATE_COMPLETED] * 4
+    assert {artifact_text(found) for found in followed} == {artifact_text(sent)}
