@@ -155,7 +155,7 @@ class A2AService:
         self.agency, self.protected = agency, protected
         self.tasks = StoreTasks(store, owners)
         self.handler = AgencyRequestHandler(
-            agent_executor=AgencyExecutor(agency), task_store=self.tasks, agent_card=self.card("http://localhost"),
+            agent_executor=AgencyExecutor(agency, self.tasks), task_store=self.tasks, agent_card=self.card("http://localhost"),
             request_context_builder=TaskIds(), event_stream=StoreEvents(self.tasks),
         )
         self.handler.tasks, self.handler.owners = self.tasks, owners

@@ -1,10 +1,12 @@
 """The a2a-sdk's TaskEventStream on our store: a task's saves are its events, so a worker that does not run a task
-follows it (SubscribeToTask) by reading the task's saves as they come."""
+follows it (SubscribeToTask) by reading the task's saves as they come; and the worker running a task watches them for
+a cancel another worker stored (CancelTask)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator
 
 from a2a.server.cluster.event_stream import TaskEventStream, VersionedEvent
 from a2a.server.cluster.version import TaskVersion
@@ -12,10 +14,15 @@ from a2a.server.events import Event as A2AEvent
 from a2a.types.a2a_pb2 import StreamResponse, TaskStatusUpdateEvent
 from google.protobuf.json_format import ParseDict
 
+from ..._base._redact import secret_free_logger
 from ._tasks import Save, StoreTasks
+
+logger = secret_free_logger("agency_swarm.serving")
 
 POLL_S = 0.2
 """How often a subscriber on a worker that does not run the task reads the task's saves."""
+CANCEL_POLL_S = 0.5
+"""How often the worker running a task looks for a cancel stored by another worker."""
 
 
 class StoreEvents(TaskEventStream):
@@ -52,3 +59,39 @@ def event_of(save: Save) -> A2AEvent:
             return found
     task = save.parsed()
     return TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=task.status)
+
+
+@contextlib.asynccontextmanager
+async def stopped_when_canceled(tasks: StoreTasks, task_id: str) -> AsyncIterator[None]:
+    """Run the block (a task's turn) until it ends, or until another worker stores the task as CANCELED: then the
+    block's task is cancelled, at once, not only at its next save."""
+    turn = asyncio.current_task()
+    watcher = asyncio.create_task(_watch(tasks, task_id, turn))
+    try:
+        yield
+    except asyncio.CancelledError:
+        fired = watcher.done() and not watcher.cancelled() and watcher.result()
+        if fired and turn is not None and turn.uncancel() == 0:  # the watcher's cancel alone: say so instead
+            raise CanceledElsewhere(task_id) from None
+        raise
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+
+
+class CanceledElsewhere(Exception):
+    """Another worker canceled the task whose turn this worker ran: the turn is stopped."""
+
+
+async def _watch(tasks: StoreTasks, task_id: str, turn: asyncio.Task[object] | None) -> bool:
+    """True once the turn was cancelled because the task is stored CANCELED."""
+    while True:
+        await asyncio.sleep(CANCEL_POLL_S)
+        try:
+            saves = await tasks.saves(task_id)
+        except Exception:
+            logger.warning("A2A task %s: reading it for a cancel failed", task_id, exc_info=True)
+            continue
+        if saves and saves[-1].state == "TASK_STATE_CANCELED" and turn is not None:
+            turn.cancel("another worker canceled this task")
+            return True
