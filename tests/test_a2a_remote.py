@@ -27,9 +27,9 @@ BOUND = 60
 
 
 def remote_server(tmp_path: Path, env: dict[str, str] | None = None, port: int | None = None,
-                  factory: str = "a2a_app:build_remote") -> Server:
+                  factory: str = "a2a_app:build_remote", *options: str) -> Server:
     store = f"sqlite:///{tmp_path / 'remote.db'}"
-    return start_serve(["--factory", factory, "--store", store, "--a2a"], env=env, port=port)
+    return start_serve(["--factory", factory, "--store", store, "--a2a", *options], env=env, port=port)
 
 
 @contextlib.contextmanager
@@ -167,9 +167,28 @@ async def test_a_remote_built_only_with_the_a2a_sdk_is_a_chart_member(tmp_path: 
     assert [(event.agent, event.kind, event.text) for event in progress] == [("Developer", "status", "echoing")]
 
 
-def start_echo(port: int) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, str(TESTS_DIR / "a2a_echo_server.py"), str(port)],
+def start_echo(port: int, *mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(TESTS_DIR / "a2a_echo_server.py"), str(port), *mode],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+
+
+async def test_a_remote_answering_out_of_order_is_read_in_full(tmp_path: Path) -> None:
+    port = free_port()
+    process = start_echo(port, "disorder")
+    try:
+        assert process.stdout is not None
+        assert await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), BOUND) == "ready\n"
+        agency = a2a_app.build_caller(MemoryThreadStore(), url=f"http://127.0.0.1:{port}")
+        result = await agency.get_response("out of order", chat_id="disorder")
+        threads = await agency.get_threads("disorder")
+    finally:
+        process.terminate()
+        process.wait(BOUND)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert result.final_output == "CEO: echo: out of order\n(and again)"
+    pair = threads["CEO->Developer"]
+    assert [pair[0]["content"], pair[-1]["content"][0]["text"]] == ["out of order", "echo: out of order\n(and again)"]
 
 
 async def test_a_slow_remote_times_out_with_a_clear_error(tmp_path: Path) -> None:
@@ -198,6 +217,24 @@ async def test_the_depth_travels_with_the_message(tmp_path: Path) -> None:
     finally:
         remote.stop()
     assert "the depth limit (max_recursion_depth=1) is reached" in result.final_output
+
+
+async def test_a_message_over_the_remotes_limit_is_a_clear_error_and_nothing_is_lost(tmp_path: Path) -> None:
+    remote = remote_server(tmp_path, None, None, "a2a_app:build_remote", "--max-body-bytes", "4096")
+    try:
+        agency = a2a_app.build_caller(MemoryThreadStore(), url=remote.url)
+        large = await agency.get_response("x" * 8000, chat_id="large")
+        small = await agency.get_response("a small one", chat_id="large")
+        threads = await agency.get_threads("large")
+    finally:
+        remote.stop()
+    assert large.final_output.startswith(
+        "CEO: Error: Developer failed to answer: RemoteAgentError: Remote agent 'Developer' refused the message"
+    ), large.final_output
+    assert "413" in large.final_output
+    assert small.final_output == "CEO: Developer did: a small one [seen 1]"  # the large one never reached it
+    sent = [item["content"] for item in threads["CEO->Developer"] if item.get("role") == "user"]
+    assert sent == ["x" * 8000, "a small one"]
 
 
 def test_a_card_that_does_not_parse_or_cannot_be_fetched_is_a_clear_config_error() -> None:

@@ -4,6 +4,7 @@ safe retries, the reply timeout, and what the task ended as."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,9 @@ async def exchange(agent: Remote, turn: Turn, request: Any) -> Outcome:
     attempts = agent.retries + 1
     last: BaseException | None = None
     try:
-        async with asyncio.timeout(agent.reply_timeout), httpx.AsyncClient(headers=dict(agent.headers)) as http:
+        async with asyncio.timeout(agent.reply_timeout), httpx.AsyncClient(
+            headers=dict(agent.headers), verify=tls_context()
+        ) as http:
             for attempt in range(attempts):
                 try:
                     return await _attempt(agent, turn, request, http)
@@ -51,6 +54,15 @@ async def exchange(agent: Remote, turn: Turn, request: Any) -> Outcome:
         raise _failure(agent, turn, f"did not answer within {agent.reply_timeout:g} s") from None
     reason = f"{type(last).__name__}: {last}" if last is not None else "no answer"
     raise _failure(agent, turn, f"could not be reached after {attempts} attempt(s) ({_short(reason)})")
+
+
+@functools.cache
+def tls_context() -> Any:
+    """The TLS settings of every send, made once: httpx makes them anew for each client (it reads the CA bundle),
+    which costs more than a send to a remote on localhost."""
+    import httpx
+
+    return httpx.create_ssl_context()
 
 
 async def _attempt(agent: Remote, turn: Turn, request: Any, http: Any) -> Outcome:

@@ -33,6 +33,8 @@ from ..._turn._results import RunResult
 from ..._turn._state import CALLER_DEPTH
 from .._auth._principal import PRINCIPAL_KEY, Principal
 from .._auth._principal import RequestContext as CallerContext
+from ._stream import CanceledElsewhere, stopped_when_canceled
+from ._tasks import StoreTasks
 
 logger = secret_free_logger("agency_swarm.serving")
 
@@ -64,8 +66,8 @@ class Job:
 class AgencyExecutor(AgentExecutor):
     """Runs one turn of the agency per A2A request, in the chat the task's context id names."""
 
-    def __init__(self, agency: Agency) -> None:
-        self.agency = agency
+    def __init__(self, agency: Agency, tasks: StoreTasks | None = None) -> None:
+        self.agency, self.tasks = agency, tasks
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, chat_id, message = str(context.task_id), str(context.context_id), context.message
@@ -87,7 +89,13 @@ class AgencyExecutor(AgentExecutor):
             job.context = CallerContext(principal, chat_id)
         token = CALLER_DEPTH.set(job.depth)
         try:
-            await self._run(updater, chat_id, task_id, job, current if waiting else None)
+            if self.tasks is None:
+                await self._run(updater, chat_id, task_id, job, current if waiting else None)
+            else:
+                async with stopped_when_canceled(self.tasks, task_id):  # a cancel on another worker stops it here
+                    await self._run(updater, chat_id, task_id, job, current if waiting else None)
+        except CanceledElsewhere:
+            await updater.cancel(_agent_message(updater, CANCELED_TEXT))  # this worker's readers hear of it too
         finally:
             CALLER_DEPTH.reset(token)
 

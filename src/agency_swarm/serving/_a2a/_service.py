@@ -44,6 +44,7 @@ from ..._threads._store import ThreadStore
 from .._auth._owners import NOT_FOUND, ChatOwners
 from .._auth._principal import PRINCIPAL_KEY, Principal
 from ._executor import AgencyExecutor
+from ._stream import StoreEvents
 from ._tasks import RESERVED, WRITING, StoreTasks, new_task_id
 
 JSONRPC_PATH = "/a2a/jsonrpc"
@@ -122,7 +123,7 @@ class AgencyRequestHandler(DefaultRequestHandler):
             if message.context_id.startswith(RESERVED):
                 raise InvalidParamsError(message=f"contextId may not start with {RESERVED!r}; it is reserved.")
         if message.task_id:
-            task = await self.tasks.get(message.task_id, context)
+            task = await self.tasks.task(message.task_id, context)
             if task is None or (message.context_id and task.context_id != message.context_id):
                 raise TaskNotFoundError(message="Task not found in this context.")
             return None
@@ -133,7 +134,7 @@ class AgencyRequestHandler(DefaultRequestHandler):
         if not isinstance(principal, Principal) or not await self.owners.claim(message.context_id, principal, title):
             raise InvalidParamsError(message=f"contextId: {NOT_FOUND}")  # what the chat routes answer (404)
         if message.message_id:
-            task = await self.tasks.get(new_task_id(message.context_id, message.message_id), context)
+            task = await self.tasks.task(new_task_id(message.context_id, message.message_id), context)
             if task is not None and task.status.state in _settled_states():
                 return task  # a running one is joined by the SDK; a finished or paused one is answered as it is
         return None
@@ -154,8 +155,8 @@ class A2AService:
         self.agency, self.protected = agency, protected
         self.tasks = StoreTasks(store, owners)
         self.handler = AgencyRequestHandler(
-            agent_executor=AgencyExecutor(agency), task_store=self.tasks, agent_card=self.card("http://localhost"),
-            request_context_builder=TaskIds(),
+            agent_executor=AgencyExecutor(agency, self.tasks), task_store=self.tasks, agent_card=self.card("http://localhost"),
+            request_context_builder=TaskIds(), event_stream=StoreEvents(self.tasks),
         )
         self.handler.tasks, self.handler.owners = self.tasks, owners
 

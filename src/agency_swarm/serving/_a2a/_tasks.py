@@ -9,12 +9,22 @@ import base64
 import binascii
 import json
 import re
-from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
+from a2a.server.cluster.task_store import ConcurrentTaskModificationError, StoredTask, VersionedTaskStore
+from a2a.server.cluster.version import TaskVersion
 from a2a.server.context import ServerCallContext
-from a2a.server.tasks.task_store import TaskStore
-from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task
+from a2a.server.events import Event as A2AEvent
+from a2a.types.a2a_pb2 import (
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    StreamResponse,
+    Task,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict, ParseDict
@@ -32,7 +42,7 @@ RESERVED = "agency_swarm."
 TASK_KEY = "a2a->task"
 INDEX_KEY = "a2a->tasks"
 TASK_ID = re.compile(r"[0-9a-f]{32}")
-KNOWN_LIMIT = 10_000
+TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"})
 WRITING = "agency_swarm.a2a-writing"
 """In a ServerCallContext's state: True while the request writes (sends a message, cancels). The state's
 `PRINCIPAL_KEY` holds the caller (`_service.PrincipalContexts` copies it from the HTTP request)."""
@@ -43,74 +53,115 @@ def new_task_id(context_id: str, message_id: str) -> str:
     return derived_id("a2a-task", context_id, message_id)
 
 
-def record(task: Task, history_at: int) -> Item:
-    """One save of `task`: the task without the history its earlier records hold (`history_at` entries).
+def record(task: Task, history_at: int, event: A2AEvent | None) -> Item:
+    """One save of `task`: the task without the history its earlier records hold (`history_at` entries), and the
+    event that made it (what another worker's subscriber is sent).
 
     Stored as a user message whose text is JSON, so every store (the file store checks items) keeps it as it is."""
     body = Task()
     body.CopyFrom(task)
     del body.history[:]
-    data = {
+    data: dict[str, Any] = {
         "task": MessageToDict(body), "history_at": history_at,
         "history": [MessageToDict(entry) for entry in task.history[history_at:]],
     }
+    if event is not None:
+        data["event"] = MessageToDict(as_response(event))
     return {"role": "user", "content": json.dumps(data, separators=(",", ":"))}
 
 
-def folded(items: list[Item]) -> Task | None:
-    """The task the records of its store chat add up to (None: none, or none that reads)."""
-    last: dict[str, Any] | None = None
+def as_response(event: A2AEvent) -> StreamResponse:
+    if isinstance(event, Task):
+        return StreamResponse(task=event)
+    if isinstance(event, Message):
+        return StreamResponse(message=event)
+    if isinstance(event, TaskStatusUpdateEvent):
+        return StreamResponse(status_update=event)
+    return StreamResponse(artifact_update=event)
+
+
+@dataclass(frozen=True)
+class Save:
+    """One save of a task as its store chat holds it: its version (1, 2, ...), the task, the event that made it."""
+
+    version: int
+    task: dict[str, Any]
+    event: dict[str, Any] | None
+
+    def parsed(self) -> Task:
+        return ParseDict(self.task, Task(), ignore_unknown_fields=True)
+
+    @property
+    def state(self) -> str:
+        return str(self.task.get("status", {}).get("state", ""))
+
+
+def saves_in(items: list[Item]) -> list[Save]:
+    """The saves the records of a task's store chat hold, up to the first that settles the task for good: whatever
+    a worker wrote after a cancel (or any end) does not count."""
+    found: list[Save] = []
     history: list[Any] = []
     for item in items:
         try:
             data = json.loads(item["content"])
             at = int(data["history_at"])
             history = history[:at] + list(data["history"])
-            last = data["task"]
+            task, event = data["task"], data.get("event")
         except (KeyError, TypeError, ValueError):
             continue  # not one of ours: nothing else writes here
-    if last is None:
-        return None
-    return ParseDict({**last, "history": history}, Task(), ignore_unknown_fields=True)
+        found.append(Save(len(found) + 1, {**task, "history": history}, event if isinstance(event, dict) else None))
+        if found[-1].state in TERMINAL:
+            break
+    return found
 
 
-class StoreTasks(TaskStore):
-    """The a2a-sdk's TaskStore on a ThreadStore (append-only): a save appends what changed since the last one.
+class StoreTasks(VersionedTaskStore):
+    """The a2a-sdk's VersionedTaskStore on a ThreadStore (append-only): a save appends what changed since the last
+    one; a task's version is the number of its saves, and a save made from an older version than the stored one is
+    refused (ConcurrentTaskModificationError), so a worker running a task sees another worker's cancel of it at its
+    next save and stops the task.
 
     `get` and `list` answer a request's context with the tasks its principal may read (write, while it writes),
     by `owners`; a context without a principal sees none. Without a context (our own reads) every task shows."""
 
     def __init__(self, store: ThreadStore, owners: ChatOwners) -> None:
         self.store, self.owners = store, owners
-        self._known: OrderedDict[str, int] = OrderedDict()
-        """History entries already stored, per task id saved by this process (a hint: a wrong one costs bytes)."""
 
-    async def save(self, task: Task, context: ServerCallContext) -> None:
-        known = self._known.get(task.id)
-        if known is None:
-            stored = await self.load(task.id)
-            if stored is None:
-                await self.store.append(chat_tasks(task.context_id), INDEX_KEY, [{"role": "user", "content": task.id}])
-            known = 0 if stored is None else len(stored.history)
-        at = min(known, len(task.history))
-        await self.store.append(TASK_CHAT + checked_task_id(task.id), TASK_KEY, [record(task, at)])
-        self._known[task.id] = len(task.history)
-        self._known.move_to_end(task.id)
-        if len(self._known) > KNOWN_LIMIT:
-            self._known.popitem(last=False)
+    async def save(
+        self, task: Task, *, event: A2AEvent | None, prev: Task | None, prev_version: TaskVersion,
+        context: ServerCallContext,
+    ) -> TaskVersion:
+        saves = await self.saves(task.id)
+        last = saves[-1] if saves else None
+        if task.status.state == TaskState.TASK_STATE_CANCELED:  # a cancel overwrites any state but an end
+            if last is None or last.state in TERMINAL:
+                raise ConcurrentTaskModificationError(task.id)
+        elif (last.version if last else 0) != _number(prev_version) or (last is not None and last.state in TERMINAL):
+            raise ConcurrentTaskModificationError(task.id)
+        if last is None:
+            await self.store.append(chat_tasks(task.context_id), INDEX_KEY, [{"role": "user", "content": task.id}])
+        at = min(len(last.task["history"]) if last else 0, len(task.history))
+        await self.store.append(TASK_CHAT + checked_task_id(task.id), TASK_KEY, [record(task, at, event)])
+        return TaskVersion((last.version if last else 0) + 1)
 
-    async def get(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
-        task = await self.load(task_id)
-        if task is None or not await self.visible(task, context):
+    async def get(self, task_id: str, context: ServerCallContext | None = None) -> StoredTask | None:
+        saves = await self.saves(task_id)
+        if not saves:
+            return None
+        task = saves[-1].parsed()
+        if not await self.visible(task, context):
             return None  # another principal's task reads as one that does not exist
-        return task
+        return StoredTask(task, TaskVersion(saves[-1].version))
 
-    async def load(self, task_id: str) -> Task | None:
-        """The task, whoever's it is."""
+    async def task(self, task_id: str, context: ServerCallContext | None = None) -> Task | None:
+        stored = await self.get(task_id, context)
+        return None if stored is None else stored.task
+
+    async def saves(self, task_id: str) -> list[Save]:
+        """The task's saves, oldest first (none: no such task)."""
         if not TASK_ID.fullmatch(task_id or ""):
-            return None  # no id we gave out: unknown, whatever it holds
-        threads = await self.store.load(TASK_CHAT + task_id)
-        return folded(threads.get(TASK_KEY, []))
+            return []  # no id we gave out: unknown, whatever it holds
+        return saves_in((await self.store.load(TASK_CHAT + task_id)).get(TASK_KEY, []))
 
     async def visible(self, task: Task, context: ServerCallContext | None) -> bool:
         """Whether the request of `context` may see `task`: read its chat, or write it while the request writes."""
@@ -127,7 +178,7 @@ class StoreTasks(TaskStore):
             ids = list(dict.fromkeys(str(item.get("content")) for item in index.get(INDEX_KEY, [])))
         else:
             ids = [chat[len(TASK_CHAT):] for chat in await self.store.list_chats() if chat.startswith(TASK_CHAT)]
-        tasks = [task for task in [await self.get(task_id, context) for task_id in ids] if task is not None]
+        tasks = [task for task in [await self.task(task_id, context) for task_id in ids] if task is not None]
         tasks = [task for task in tasks if _wanted(task, params)]
         tasks.sort(key=_sort_key, reverse=True)
         start = _page_start(params.page_token)
@@ -141,7 +192,11 @@ class StoreTasks(TaskStore):
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         if TASK_ID.fullmatch(task_id or "") and await self.get(task_id, context) is not None:
             await self.store.delete(TASK_CHAT + task_id)
-            self._known.pop(task_id, None)
+
+
+def _number(version: TaskVersion) -> int:
+    value = version._value  # the a2a-sdk's versions have no public value; ours are ints
+    return value if isinstance(value, int) else -1
 
 
 def chat_tasks(context_id: str) -> str:
