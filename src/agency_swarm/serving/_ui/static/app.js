@@ -385,6 +385,11 @@
         const response = await api(path, { headers: extra });
         if (await pump(response, view, pending)) return;
       } catch (error) {
+        if (error instanceof ApiError && (error.status === 404 || error.status === 405)) {
+          // Not durable: a turn's events are not kept to read again, but the turn goes on and its items are stored.
+          await waitForStored(pending.chat, pending.message);
+          return;
+        }
         if (error instanceof ApiError && error.status !== 503) throw error;
       }
     }
