@@ -18,5 +18,8 @@ source scripts/_postgres.sh  # says which PostgreSQL the tests use, and what hap
 echo "== mkdocs build --strict (the guide; a broken link or reference fails)" \
   && NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 other_pythons_wait  # their installs are done before the suite, whose servers' answer times they would skew
-echo "== pytest" && .venv/bin/python -m pytest --cov --cov-report=term-missing:skip-covered "$@"
+# Coverage doubles the time of the CPU-bound suites (fault sweeps, fuzzers): COVERAGE=1 asks for it.
+COVERAGE_ARGS=()
+if [ "${COVERAGE:-}" = 1 ]; then COVERAGE_ARGS=(--cov --cov-report=term-missing:skip-covered); fi
+echo "== pytest" && .venv/bin/python -m pytest "${COVERAGE_ARGS[@]}" "$@"
 other_pythons_test  # the fast tests on CPython 3.12 and 3.13
