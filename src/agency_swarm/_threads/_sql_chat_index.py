@@ -129,7 +129,7 @@ class PostgresChatIndex(_SQLChatIndex):
 
 class SQLiteChatIndex(_SQLChatIndex):
     _owner, _forget, _stored = _OWNER.format("?"), _FORGET.format("?"), _STORED.format("?")
-    _claim = _CLAIM.format("?1", "?2", "?3", "?4")
+    _claim = _CLAIM.format(":p1", ":p2", ":p3", ":p4")  # named: `?1` with a sequence is deprecated (3.12+)
 
     def __init__(self, store: SQLThreadStore, backend: SQLiteBackend) -> None:
         super().__init__(store)
@@ -144,8 +144,10 @@ class SQLiteChatIndex(_SQLChatIndex):
         await self._backend._run(make)
 
     async def _fetch(self, query: str, *args: Any) -> list[Any]:
+        params: Any = {f"p{number}": arg for number, arg in enumerate(args, 1)} if ":p1" in query else args
+
         def fetch() -> list[Any]:
-            cursor: sqlite3.Cursor = self._backend._sync_connection().execute(query, args)
+            cursor: sqlite3.Cursor = self._backend._sync_connection().execute(query, params)
             return cursor.fetchall()
 
         return await self._backend._run(fetch)
