@@ -27,6 +27,7 @@ SLOW_MODULES = frozenset({
     "test_sqlite_turn_locks", "test_listener", "test_extras", "test_round_trips", "test_attachment_http",
     "test_attachment_stores", "test_real_models", "test_sdk_boundary", "test_python_versions", "test_chat_index",
     "test_observability", "test_cli_attach", "test_sync_and_real_client", "test_file_store_cancel",
+    "test_cancel_durable", "test_cancel_workers", "test_cancel_generated", "test_agencies", "test_turn_work",
 })
 SLOW_TESTS = frozenset({  # in otherwise quick modules: each starts a process of its own
     "test_serve_uses_the_agency_files_store_so_chats_survive_a_restart", "test_the_installed_command_runs_one_turn",
