@@ -30,7 +30,7 @@ async def add_async(a: int, b: int) -> int:
 
 def offline_environment() -> None:
     """No network, no tracing, before any SDK is imported."""
-    os.environ.setdefault("OPENAI_API_KEY", "sk-offline-benchmark")
+    os.environ.setdefault("OPENAI_API_KEY", "offline-benchmark-not-a-key")
     os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # upstream pulls litellm; no price-map download
 

@@ -48,7 +48,7 @@ WORKLOADS = ["W1", "W2", "W2sync", "W3", "W3S", "W4", "W5", "W6", "IMPORT"]
 
 def _env() -> dict[str, str]:
     env = dict(os.environ, OPENAI_AGENTS_DISABLE_TRACING="1", PYTHONDONTWRITEBYTECODE="1")
-    env.setdefault("OPENAI_API_KEY", "sk-offline-benchmark")
+    env.setdefault("OPENAI_API_KEY", "offline-benchmark-not-a-key")
     env.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     return env
 
