@@ -70,7 +70,7 @@ class RequestGuard:
         if refusal is not None:
             await refusal(scope, receive, send)
             return
-        await self.app(scope, _replaying(body, receive), send)
+        await self.app(scope, replaying(body, receive), send)
 
     async def _form(
         self, scope: Scope, headers: dict[bytes, bytes], receive: Receive, send: Send, boundary: bytes
@@ -99,7 +99,7 @@ class RequestGuard:
         relabelled = [(key, value) for key, value in scope["headers"]
                       if key.lower() not in (b"content-type", b"content-length")]
         relabelled += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        await self.app({**scope, "headers": relabelled}, _replaying(body, receive), send)
+        await self.app({**scope, "headers": relabelled}, replaying(body, receive), send)
 
     async def _read_form(self, headers: dict[bytes, bytes], receive: Receive, boundary: bytes) -> FormReader | None:
         declared = headers.get(b"content-length")
@@ -198,7 +198,7 @@ def checked_body(scope: Scope, headers: dict[bytes, bytes], body: bytes) -> tupl
     return None, scope
 
 
-def _replaying(body: bytes, receive: Receive) -> Receive:
+def replaying(body: bytes, receive: Receive) -> Receive:
     """A receive that gives the whole body at once, then what the client sends after it (its disconnect)."""
     replayed = False
 

@@ -13,7 +13,7 @@ from ..._base._redact import secret_free_logger
 from ..._threads._chat_index import title_of
 from ..._threads._manager import check_chat_id
 from .._bodies import error_response
-from .._guard import PUBLIC_PATHS
+from .._guard import PUBLIC_PATHS, replaying
 from ._jwt import Authenticator, AuthUnavailable, Unauthorized
 from ._owners import ChatOwners
 from ._principal import ANONYMOUS, PRINCIPAL_KEY, Principal
@@ -124,16 +124,7 @@ async def _read_body(receive: Receive) -> tuple[bytes, Receive]:
         if not message.get("more_body", False):
             break
     body = b"".join(chunks)
-    replayed = False
-
-    async def replay() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay
+    return body, replaying(body, receive)
 
 
 def _message_title(body: bytes) -> str | None:
