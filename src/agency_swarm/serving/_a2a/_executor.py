@@ -107,7 +107,7 @@ class AgencyExecutor(AgentExecutor):
                 )
             else:
                 stream = self.agency.resume_stream(chat_id, approve=job.approve, reject=job.reject, context=job.context)
-            await updater.start_work()
+            await self._start_work(updater, task_id)
             async with stream:
                 async for event in stream:
                     if is_progress(event):
@@ -130,6 +130,13 @@ class AgencyExecutor(AgentExecutor):
         except Exception:
             logger.error("Chat %r (A2A task): the turn failed", chat_id, exc_info=True)
             await updater.failed(_agent_message(updater, "The turn failed inside the server; see its log."))
+
+    async def _start_work(self, updater: TaskUpdater, task_id: str) -> None:
+        if self.tasks is None:
+            await updater.start_work()
+            return
+        async with self.tasks.saving_working(task_id):  # read as working on every worker before the turn starts
+            await updater.start_work()
 
     def _job(self, message: Message | None, current: Task | None) -> Job:
         if message is None:

@@ -5,10 +5,13 @@ writes), and every other task reads as one that does not exist."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import contextlib
 import json
 import re
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +45,8 @@ RESERVED = "agency_swarm."
 TASK_KEY = "a2a->task"
 INDEX_KEY = "a2a->tasks"
 TASK_ID = re.compile(r"[0-9a-f]{32}")
+SAVE_BOUND = 30.0
+"""Seconds a turn waits for its task's working state to be stored before it starts anyway."""
 TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"})
 WRITING = "agency_swarm.a2a-writing"
 """In a ServerCallContext's state: True while the request writes (sends a message, cancels). The state's
@@ -126,11 +131,31 @@ class StoreTasks(VersionedTaskStore):
 
     def __init__(self, store: ThreadStore, owners: ChatOwners) -> None:
         self.store, self.owners = store, owners
+        self._awaited: dict[str, asyncio.Event] = {}
+
+    @contextlib.asynccontextmanager
+    async def saving_working(self, task_id: str) -> AsyncIterator[None]:
+        """Around marking `task_id` working: on leaving, that state is stored (or its save failed), so every worker
+        reads the task as working while its turn runs. The a2a-sdk stores events after the executor queues them."""
+        saved = self._awaited[task_id] = asyncio.Event()
+        try:
+            yield
+            await asyncio.wait_for(saved.wait(), SAVE_BOUND)
+        finally:
+            self._awaited.pop(task_id, None)
 
     async def save(
         self, task: Task, *, event: A2AEvent | None, prev: Task | None, prev_version: TaskVersion,
         context: ServerCallContext,
     ) -> TaskVersion:
+        try:
+            return await self._save(task, event, prev_version)
+        finally:
+            awaited = self._awaited.get(task.id)
+            if awaited is not None and task.status.state == TaskState.TASK_STATE_WORKING:
+                awaited.set()
+
+    async def _save(self, task: Task, event: A2AEvent | None, prev_version: TaskVersion) -> TaskVersion:
         saves = await self.saves(task.id)
         last = saves[-1] if saves else None
         if task.status.state == TaskState.TASK_STATE_CANCELED:  # a cancel overwrites any state but an end
