@@ -21,5 +21,8 @@ other_pythons_wait  # their installs are done before the suite, whose servers' a
 # Coverage doubles the time of the CPU-bound suites (fault sweeps, fuzzers): COVERAGE=1 asks for it.
 COVERAGE_ARGS=()
 if [ "${COVERAGE:-}" = 1 ]; then COVERAGE_ARGS=(--cov --cov-report=term-missing:skip-covered); fi
-echo "== pytest" && .venv/bin/python -m pytest "${COVERAGE_ARGS[@]}" "$@"
+# PYTEST_WORKERS processes share the tests (pytest-xdist; each its own PostgreSQL database), 0 runs them in this one.
+WORKER_ARGS=()
+if [ "${PYTEST_WORKERS:-2}" != 0 ]; then WORKER_ARGS=(-n "${PYTEST_WORKERS:-2}" --dist loadscope); fi
+echo "== pytest" && .venv/bin/python -m pytest "${WORKER_ARGS[@]}" "${COVERAGE_ARGS[@]}" "$@"
 other_pythons_test  # the fast tests on CPython 3.12 and 3.13

@@ -1,19 +1,25 @@
-"""Shared test set-up: tracing off (tests never export anything), and the `slow` mark on the suites that start
+"""Shared test set-up: tracing off (tests never export anything), the `slow` mark on the suites that start
 processes, servers, browsers or PostgreSQL sessions by the dozen, or generate thousands of cases
-(`pytest -m "not slow"` runs the rest in under a minute; CI runs all)."""
+(`pytest -m "not slow"` runs the rest in under a minute; CI runs all), and what running on several pytest-xdist
+workers (`-n 2`) needs: a PostgreSQL database per worker, the modules that share state kept on one worker, and the
+suites' summaries gathered from the workers."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import agents
 import pytest
 
+import xdist_support
+
 if TYPE_CHECKING:
     from openai_server import OpenAIServer
 
 agents.set_tracing_disabled(True)
+xdist_support.use_worker_database()  # before any test module reads the database's URL
 
 SLOW_FOLDERS = frozenset({"edges", "faults", "parity"})
 SLOW_PREFIXES = (
@@ -44,6 +50,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if (SLOW_FOLDERS & set(path.parts) or path.stem in SLOW_MODULES or path.stem.startswith(SLOW_PREFIXES)
                 or getattr(item, "originalname", item.name) in SLOW_TESTS):
             item.add_marker(slow)
+    if xdist_support.WORKER is not None:  # the long groups start first, the quick ones fill the end
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`-n N --dist loadscope`: each worker takes whole groups (`xdist_support.group_of`), not single tests."""
+    return xdist_support.GroupScheduling(config, log) if config.getvalue("dist") == "loadscope" else None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Under pytest-xdist: the summaries the workers' suites wrote (the fault sweep, the fuzzer, the edge table)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        xdist_support.print_gathered(terminalreporter)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    xdist_support.start_gathering()
 
 
 @pytest.fixture(autouse=True)

@@ -14,13 +14,14 @@ a queue belongs to one agency.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator
 
 import asyncpg
 import pytest
-from dbos import DBOSClient
+from dbos import DBOS, DBOSClient
 
 from agency_swarm import Agency, Agent, ConfigError, SQLThreadStore
 from agency_swarm.durable import DurableTurns
@@ -33,7 +34,9 @@ from postgres_support import require_postgres
 
 @pytest.fixture
 async def client() -> AsyncIterator[DBOSClient]:
-    made = DBOSClient(system_database_url=require_postgres(), application_name="agency_swarm")
+    url = require_postgres()
+    await asyncio.to_thread(DBOS.migrate, url)  # DBOS's tables, on a database no worker has launched on yet
+    made = DBOSClient(system_database_url=url, application_name="agency_swarm")
     yield made
     made.destroy()
 

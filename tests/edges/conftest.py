@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import xdist_support
 from edges.measure import HEALTH_BOUND_S, REQUEST_BOUND_S, TABLE
 from serving_support import Server, chat_prefix, delete_chats, start_serve
 from test_serving_edges import PEAK_RSS_GROWTH_BOUND_KIB
@@ -22,6 +23,7 @@ AGENCY_FILE = (
     "store: {type: file, dir: threads}\n"
 )
 WRITTEN: list[Path] = []
+TITLE = "edge suite: worst per store and hostile shape"
 
 
 @pytest.fixture(scope="session")
@@ -68,6 +70,7 @@ def _edge_table_file(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         path = tmp_path_factory.getbasetemp() / "edges.txt"
         path.write_text("\n".join(table_lines()) + "\n")
         WRITTEN.append(path)
+        xdist_support.keep_summary(TITLE, [*table_lines(), f"(also in {path})"])
 
 
 def table_lines() -> list[str]:
@@ -88,7 +91,7 @@ def table_lines() -> list[str]:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not TABLE:
         return
-    terminalreporter.section("edge suite: worst per store and hostile shape")
+    terminalreporter.section(TITLE)
     for line in table_lines():
         terminalreporter.write_line(line)
     for path in WRITTEN:

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+import xdist_support
 from faults import harness
+
+TITLE = "fault injection"
 
 
 @pytest.fixture
@@ -25,23 +28,35 @@ async def fault_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Async
         await opened.aclose()
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+def summary_lines() -> list[str]:
     if not harness.CASES:
-        return
-    terminalreporter.section("fault injection")
-    for store in harness.STORES:
-        if harness.CASES[store]:
-            terminalreporter.write_line(
-                f"{store:>9}: {harness.INJECTED[store]:5d} faults injected in {harness.CASES[store]:5d} cases, "
-                f"{harness.SECONDS[store]:5.1f} s ({harness.CPU_SECONDS[store]:4.1f} s CPU)"
-            )
-    terminalreporter.write_line(
+        return []
+    lines = [
+        f"{store:>9}: {harness.INJECTED[store]:5d} faults injected in {harness.CASES[store]:5d} cases, "
+        f"{harness.SECONDS[store]:5.1f} s ({harness.CPU_SECONDS[store]:4.1f} s CPU)"
+        for store in harness.STORES if harness.CASES[store]
+    ]
+    lines.append(
         f"{'total':>9}: {sum(harness.INJECTED.values()):5d} faults injected in {sum(harness.CASES.values()):5d} "
         f"cases, {sum(harness.SECONDS.values()):5.1f} s ({sum(harness.CPU_SECONDS.values()):4.1f} s CPU)"
     )
     if harness.FAILED:
-        terminalreporter.write_line(
+        lines.append(
             f"{len(harness.FAILED)} cases broke invariants; each shape once, across every sweep (details above):"
         )
-        for line in harness.summary(harness.FAILED):
+        lines.extend(harness.summary(harness.FAILED))
+    return lines
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _summary_for_the_controller() -> Iterator[None]:
+    yield
+    xdist_support.keep_summary(TITLE, summary_lines())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    lines = summary_lines()
+    if lines:
+        terminalreporter.section(TITLE)
+        for line in lines:
             terminalreporter.write_line(line)

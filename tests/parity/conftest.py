@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import agents
 import pytest
 
+import xdist_support
 from parity.harness import shortcuts_module
 
 agents.set_tracing_disabled(True)
@@ -37,10 +38,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """The fuzzer's summary (cases, time, differences found), when it ran."""
+def summary_lines() -> list[str]:
     from parity import test_fuzz
 
-    if test_fuzz.SUMMARY.cases:
-        for line in test_fuzz.SUMMARY.lines():
-            terminalreporter.write_line(line)
+    return test_fuzz.SUMMARY.lines() if test_fuzz.SUMMARY.cases else []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _summary_for_the_controller() -> Iterator[None]:
+    yield
+    xdist_support.keep_summary("parity fuzzer", summary_lines())
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The fuzzer's summary (cases, time, differences found), when it ran."""
+    for line in summary_lines():
+        terminalreporter.write_line(line)
