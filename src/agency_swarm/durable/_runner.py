@@ -398,7 +398,7 @@ class DurableTurns:
         raise AssertionError("unreachable")
 
     async def _streamed(self, request: dict[str, Any], writer: EventWriter) -> RunResult:
-        observer = self._observers.get(str(request.get("observed", {}).get("name")))
+        observer = self._observer_of(request)
         token = CALLER_DEPTH.set(int(request.get("caller_depth", 0)))
         try:
             stream = self._stream_of(request)
@@ -428,6 +428,18 @@ class DurableTurns:
             await tell_ended(observer, request, stream.result)
         result: RunResult = stream.result
         return result
+
+    def _observer_of(self, request: dict[str, Any]) -> TurnObserver | None:
+        named = request.get("observed")
+        if named is None:
+            return None
+        observer = self._observers.get(named["name"])
+        if observer is None:  # a worker that serves less than the one that queued the turn (say, without A2A)
+            logger.warning(
+                "Turn %s is observed by %r, which this worker does not have (DurableTurns.observe): serve every "
+                "worker of a queue alike", request["turn_id"], named["name"],
+            )
+        return observer
 
     def _stream_of(self, request: dict[str, Any]) -> Any:
         chat_id, turn_id, decisions = request["chat_id"], request["turn_id"], request.get("resume")
