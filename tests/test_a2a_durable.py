@@ -122,6 +122,28 @@ async def test_a_task_runs_as_a_durable_turn_and_completes_with_its_answer(
     assert await turn_status(server, chat, turn_of(task)) == "done"  # a durable turn: the HTTP turn routes read it
 
 
+async def test_the_same_message_sent_again_while_its_turn_runs_is_the_same_task_and_one_turn(
+    server: Server, gate: Gate, prefix: str
+) -> None:
+    chat = f"{prefix}again"
+    async with client_for(server.url) as client:
+        request = message("[hold] only once", chat)
+        first = asyncio.create_task(drain(client.send_message(request)))
+        _, held = await gate.next_arrival()
+        again = await client.get_task(GetTaskRequest(id=new_task_id(chat, request.message.message_id)))
+        second = asyncio.create_task(drain(client.send_message(request)))  # a client's retry: it follows the task
+        held.sendall(b"go\n")
+        held.close()
+        sent, resent = await asyncio.wait_for(asyncio.gather(first, second), BOUND)
+        threads = (await read(server, f"/chats/{chat}/threads"))["threads"]
+    assert again.status.state == TaskState.TASK_STATE_WORKING
+    assert sent[0].task.id == resent[0].task.id == again.id
+    assert last_state(sent) == last_state(resent) == TaskState.TASK_STATE_COMPLETED
+    assert gate.arrivals.empty()  # one model call: the retry queued no second turn
+    thread = threads["user->Developer"]
+    assert [item["content"] for item in thread if item.get("role") == "user"] == ["[hold] only once"]
+
+
 async def test_a_canceled_task_cancels_its_durable_turn_and_the_chat_goes_on(
     server: Server, gate: Gate, prefix: str
 ) -> None:
