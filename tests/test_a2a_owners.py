@@ -30,6 +30,7 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.constants import TransportProtocol
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
+from dbos import DBOSClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -72,19 +73,36 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def served(
-    store: ThreadStore, *, authenticated: bool = True, factory: Any = a2a_app.build_remote
+    store: ThreadStore, *, authenticated: bool = True, factory: Any = a2a_app.build_remote, durable: bool = False
 ) -> AsyncIterator[Served]:
+    """With `durable`: tasks' turns are durable turns, on a queue of this server's own (forgotten after it)."""
     names = {role: f"{role}-{uuid.uuid4().hex[:8]}" for role in (ALICE, BOB, ROOT)}
     tokens = {role: f"token-{uuid.uuid4().hex}" for role in names}
     auth = AuthSettings(tokens={names[role]: tokens[role] for role in names}, admins=(names[ROOT],))
-    app = create_app(factory, store=store, auth=auth if authenticated else None, a2a=True)
+    queue = f"a2a_owners_{uuid.uuid4().hex[:10]}"
+    turns = {"database_url": require_postgres(), "queue_name": queue} if durable else False
+    app = create_app(factory, store=store, auth=auth if authenticated else None, a2a=True, durable=turns)
     async with app.router.lifespan_context(app), live(app) as url:
-        yield Served(url, app, tokens, names)
+        try:
+            yield Served(url, app, tokens, names)
+        finally:
+            if durable:
+                await forget_queue(queue)
 
 
-@pytest.fixture(params=STORES)
+async def forget_queue(name: str) -> None:
+    """The database outlives the tests: leave no queue behind (while the app's DBOS still runs)."""
+    client = DBOSClient(system_database_url=require_postgres())
+    try:
+        await client.delete_queue_async(name)
+    finally:
+        client.destroy()
+
+
+@pytest.fixture(params=[*STORES, "postgres-durable"])
 async def server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Served]:
-    async with served(open_store(request.param, tmp_path)) as running:
+    durable = request.param == "postgres-durable"
+    async with served(open_store(request.param.removesuffix("-durable"), tmp_path), durable=durable) as running:
         yield running
 
 

@@ -5,16 +5,26 @@ from __future__ import annotations
 import base64
 import hashlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
 from agents import function_tool
 from dbos import DBOSClient
 
-from agency_swarm import Agency, Agent, AttachmentError, ConfigError, SQLThreadStore, TurnLockLost, image_part
+from agency_swarm import (
+    Agency,
+    Agent,
+    AttachmentError,
+    ConfigError,
+    Event,
+    RunResult,
+    SQLThreadStore,
+    TurnLockLost,
+    image_part,
+)
 from agency_swarm import durable as durable_package
-from agency_swarm.durable import DurableTurns, TurnFailed, UnknownTurn
+from agency_swarm.durable import DurableTurns, Observed, TurnFailed, UnknownTurn
 from agency_swarm.testing import ModelCall, ScriptedModel, Step, ToolCall
 from postgres_support import require_postgres
 
@@ -144,7 +154,10 @@ async def test_a_turn_id_of_another_chat_is_unknown(turns: DurableTurns) -> None
 
 
 def test_the_durable_package_exports_a_sorted_public_surface() -> None:
-    exported = ["DurableEvent", "DurableTurns", "TurnFailed", "TurnHandle", "TurnStatus", "UnknownTurn"]
+    exported = [
+        "DurableEvent", "DurableTurns", "Observed", "TurnFailed", "TurnHandle", "TurnObserver", "TurnStatus",
+        "UnknownTurn",
+    ]
     assert durable_package.__all__ == sorted(durable_package.__all__) == exported
 
 
@@ -208,3 +221,44 @@ async def test_a_submitted_image_is_stored_before_it_is_queued_and_the_model_get
         await turns.submit([{"role": "user", "content": [
             {"type": "input_image", "image_url": "data:image/png;base64,@@", "detail": "auto"}]}], chat_id=chat_id)
     await turns.agency.thread_manager.delete_chat(chat_id)
+
+
+class Recorder:
+    """A TurnObserver keeping what it is told (one that fails, with `broken`)."""
+
+    def __init__(self, *, broken: bool = False) -> None:
+        self.broken, self.events, self.ends = broken, list[tuple[dict[str, Any], str]](), list[Any]()
+
+    async def event(self, data: Mapping[str, Any], event: Event) -> None:
+        self.events.append((dict(data), event.type))
+        if self.broken:
+            raise RuntimeError("the observer broke")
+
+    async def ended(self, data: Mapping[str, Any], outcome: RunResult | Exception) -> None:
+        self.ends.append((dict(data), outcome))
+        if self.broken:
+            raise RuntimeError("the observer broke")
+
+
+async def test_an_observer_is_told_an_observed_turns_events_and_end_and_its_failure_fails_nothing(
+    turns: DurableTurns,
+) -> None:
+    seen, broken = Recorder(), Recorder(broken=True)
+    turns.observe("seen", seen)
+    turns.observe("broken", broken)
+    chat_id = f"observed-{uuid.uuid4().hex[:8]}"
+    done = await (await turns.submit("note", chat_id=chat_id, observed=Observed("seen", {"task": "t1"}))).result()
+    failed = await turns.submit("fail", chat_id=chat_id, observed=Observed("seen", {"task": "t2"}))
+    with pytest.raises(TurnFailed):
+        await failed.result()
+    despite = await (await turns.submit("again", chat_id=chat_id, observed=Observed("broken"))).result()
+    unobserved = await (await turns.submit("quiet", chat_id=chat_id)).result()
+    assert {data["task"] for data, _ in seen.events} == {"t1", "t2"}
+    assert ({"task": "t1"}, "tool_called") in seen.events
+    assert [data for data, _ in seen.ends] == [{"task": "t1"}, {"task": "t2"}]
+    assert seen.ends[0][1].final_output == done.final_output == "done: note"
+    assert isinstance(seen.ends[1][1], TurnFailed)
+    assert despite.final_output == "done: again"  # the broken observer's errors are logged, the turn goes on
+    assert len(broken.ends) == 1
+    assert unobserved.final_output == "done: quiet"
+    assert turns.turn_id(chat_id, "k") == turns.turn_id(chat_id, "k") != turns.turn_id(chat_id, "k", resume=True)

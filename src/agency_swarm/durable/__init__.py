@@ -22,7 +22,10 @@ from .._base._extras import require_extra
 require_extra("durable", "dbos", "asyncpg", needed_by="agency_swarm.durable")  # said before the modules using them
 
 from .._base._errors import UnknownTurn  # noqa: E402
+from ._observers import Observed, TurnObserver  # noqa: E402
 from ._runner import DurableTurns, TurnFailed, TurnHandle, TurnStatus  # noqa: E402
 from ._stream import DurableEvent  # noqa: E402
 
-__all__ = ["DurableEvent", "DurableTurns", "TurnFailed", "TurnHandle", "TurnStatus", "UnknownTurn"]
+__all__ = [
+    "DurableEvent", "DurableTurns", "Observed", "TurnFailed", "TurnHandle", "TurnObserver", "TurnStatus", "UnknownTurn",
+]

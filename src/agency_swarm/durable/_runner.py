@@ -35,6 +35,8 @@ from .._threads._running import CANCEL_WAIT_SECONDS
 from .._threads._store import MemoryThreadStore
 from .._turn._agent import checked_request
 from .._turn._results import RunResult
+from .._turn._state import CALLER_DEPTH
+from ._observers import Observed, TurnObserver, observed_request, tell_ended, tell_event
 from ._queues import AgencyIdentity, checked_queue_name
 from ._stream import DurableEvent, EventWriter, read_events, stream_ended
 from ._supervisor import Supervisor
@@ -217,6 +219,13 @@ class DurableTurns:
             database_url, executor_id, queue_name, self.identity, heartbeat_seconds, expire_after_seconds
         )
         self._queue: Any = None
+        self._observers: dict[str, TurnObserver] = {}
+
+    def observe(self, name: str, observer: TurnObserver) -> None:
+        """Tell `observer` the events and the end of every turn submitted with `observed=Observed(name, ...)`, from
+        inside the turn's step: on whichever worker runs the turn, and again when a worker runs it after a crash.
+        Every worker registers the same observers before it launches (a turn names its observer, not its code)."""
+        self._observers[name] = observer
 
     async def launch(self) -> None:
         """Start DBOS (its schema is made on first use), this worker's queue and its heartbeat.
@@ -273,6 +282,7 @@ class DurableTurns:
     async def submit(
         self, message: str | list[TResponseInputItem], *, chat_id: str, recipient_agent: str | None = None,
         key: str | None = None, context: Any = None, additional_instructions: str | None = None,
+        observed: Observed | None = None, caller_depth: int = 0,
     ) -> TurnHandle:
         """Queue a turn; the same `key` on the same chat is the same turn (never a second one), whatever its state.
 
@@ -280,7 +290,8 @@ class DurableTurns:
         and stored in the agency's store now, once; the queued request holds references to them, never the bytes.
         `context` (the run context, as in `Agency.get_response`) and `additional_instructions` are stored with the
         turn (DBOS pickles them): the worker that runs it, any worker, gets them; the context's class must be
-        importable there."""
+        importable there. `observed`: the observer (`observe`) told of the turn, and what it is told with it;
+        `caller_depth`: the depth of the turn's entry agent in the chart of the agency that sent the message."""
         if recipient_agent is not None:
             try:
                 self.agency.entry_point(recipient_agent)  # the chart's rule: only its entry points are addressed
@@ -293,12 +304,14 @@ class DurableTurns:
         if isinstance(prepared, Incoming):
             await manager.attachments.keep(chat_id, prepared.blobs)
             message = prepared.items  # type: ignore[assignment]
-        request = {"chat_id": chat_id, "message": message, "recipient_agent": recipient_agent}
+        request: dict[str, Any] = {"chat_id": chat_id, "message": message, "recipient_agent": recipient_agent}
         if context is not None:
             request["context"] = context
         if additional_instructions is not None:
             request["additional_instructions"] = additional_instructions
-        return await self._enqueue(request, key, "")
+        if caller_depth:
+            request["caller_depth"] = caller_depth
+        return await self._enqueue(observed_request(request, observed), key, "")
 
     async def resume(
         self,
@@ -308,11 +321,12 @@ class DurableTurns:
         reject: Iterable[str] | Mapping[str, str | None] = (),
         key: str | None = None,
         context: Any = None,
+        observed: Observed | None = None,
     ) -> TurnHandle:
         """Queue a resume of the chat's unfinished turn (`Agency.resume`), durably: the same `key` is the same
         resume. `reject` as in `Agency.resume`: call ids, or {call id: the message the model reads, or None}; the
         messages are stored with the request. Decisions on calls that do not wait fail the resume (`TurnFailed`,
-        kind bad_request). `context`: as in `submit` (the resumed turn runs with it)."""
+        kind bad_request). `context` and `observed`: as in `submit` (the resumed turn runs with it)."""
         chat_id = check_chat_id(chat_id)
         approved = sorted(approve)
         if any(not isinstance(call_id, str) for call_id in approved):
@@ -321,19 +335,24 @@ class DurableTurns:
         request: dict[str, Any] = {"chat_id": chat_id, "resume": decisions}
         if context is not None:
             request["context"] = context
-        return await self._enqueue(request, key, "r")
+        return await self._enqueue(observed_request(request, observed), key, "r")
 
     async def _enqueue(self, request: dict[str, Any], key: str | None, kind: str) -> TurnHandle:
         if self._queue is None:
             raise ConfigError("DurableTurns: call `await launch()` first.")
         if key is not None and (not isinstance(key, str) or not key or len(key) > 255):
             raise ConfigError("key must be a non-empty str of at most 255 characters.")
-        suffix = uuid.uuid4().hex if key is None else hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
         chat_id = request["chat_id"]
-        request["turn_id"] = turn_id = f"{chat_tag(chat_id, self.queue_name)}-{kind}{suffix}"
+        request["turn_id"] = turn_id = self.turn_id(chat_id, key, resume=kind == "r")
         with SetWorkflowID(turn_id), SetEnqueueOptions(queue_partition_key=chat_id):
             await self._queue.enqueue_async(turn_workflow, request)
         return TurnHandle(turn_id, chat_id)
+
+    def turn_id(self, chat_id: str, key: str | None, *, resume: bool = False) -> str:
+        """The id of the turn `submit` (or, `resume`, `resume`) queues on `chat_id` with `key` (a new one each call
+        without a key): known before the turn is queued."""
+        suffix = uuid.uuid4().hex if key is None else hashlib.blake2b(key.encode(), digest_size=16).hexdigest()
+        return f"{chat_tag(chat_id, self.queue_name)}-{'r' if resume else ''}{suffix}"
 
     async def cancel(self, chat_id: str, turn_id: str) -> None:
         """Cancel the turn: a queued one never runs, a running one stops where it stands (on whichever worker runs
@@ -379,29 +398,57 @@ class DurableTurns:
         raise AssertionError("unreachable")
 
     async def _streamed(self, request: dict[str, Any], writer: EventWriter) -> RunResult:
+        observer = self._observer_of(request)
+        token = CALLER_DEPTH.set(int(request.get("caller_depth", 0)))
+        try:
+            stream = self._stream_of(request)
+            try:
+                async with stream:
+                    async for event in stream:
+                        await writer.write(event)
+                        await tell_event(observer, request, event)
+                await writer.end()
+            except TurnLockLost:
+                raise
+            except Exception as error:
+                failed = failure(error)
+                writer.hold({"type": "turn_failed", "kind": failed.kind, "message": str(failed)})
+                await writer.end()
+                await tell_ended(observer, request, failed)
+                raise failed from None
+        finally:
+            CALLER_DEPTH.reset(token)
+        if stream.cancelled:  # its events ended with `cancelled`: the workflow is cancelled too, not failed
+            turn_id, chat_id = request["turn_id"], request["chat_id"]
+            await tell_ended(observer, request, TurnCancelled(
+                f"Turn {turn_id!r} of chat {chat_id!r} was cancelled.", chat_id=chat_id, turn_id=turn_id
+            ))
+            await DBOS.cancel_workflow_async(turn_id)
+        else:
+            await tell_ended(observer, request, stream.result)
+        result: RunResult = stream.result
+        return result
+
+    def _observer_of(self, request: dict[str, Any]) -> TurnObserver | None:
+        named = request.get("observed")
+        if named is None:
+            return None
+        observer = self._observers.get(named["name"])
+        if observer is None:  # a worker that serves less than the one that queued the turn (say, without A2A)
+            logger.warning(
+                "Turn %s is observed by %r, which this worker does not have (DurableTurns.observe): serve every "
+                "worker of a queue alike", request["turn_id"], named["name"],
+            )
+        return observer
+
+    def _stream_of(self, request: dict[str, Any]) -> Any:
         chat_id, turn_id, decisions = request["chat_id"], request["turn_id"], request.get("resume")
         if decisions is not None:
-            stream = self.agency.resume_stream(
+            return self.agency.resume_stream(
                 chat_id, approve=decisions["approve"], reject=decisions["reject"], turn_id=turn_id,
                 context=request.get("context"),
             )
-        else:
-            stream = self.agency.get_response_stream(
-                request["message"], request["recipient_agent"], chat_id=chat_id, turn_id=turn_id,
-                context=request.get("context"), additional_instructions=request.get("additional_instructions"),
-            )
-        try:
-            async with stream:
-                async for event in stream:
-                    await writer.write(event)
-            await writer.end()
-        except TurnLockLost:
-            raise
-        except Exception as error:
-            failed = failure(error)
-            writer.hold({"type": "turn_failed", "kind": failed.kind, "message": str(failed)})
-            await writer.end()
-            raise failed from None
-        if stream.cancelled:  # its events ended with `cancelled`: the workflow is cancelled too, not failed
-            await DBOS.cancel_workflow_async(turn_id)
-        return stream.result
+        return self.agency.get_response_stream(
+            request["message"], request["recipient_agent"], chat_id=chat_id, turn_id=turn_id,
+            context=request.get("context"), additional_instructions=request.get("additional_instructions"),
+        )

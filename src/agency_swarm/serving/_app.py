@@ -87,7 +87,7 @@ def create_app(
     )
     agency = _built_agency(agency_factory, thread_store)
     turns = _durable_turns(agency, store, durable)
-    service = _a2a_service(agency, thread_store, a2a, access, durable=turns is not None)
+    service = _a2a_service(agency, thread_store, a2a, access, turns)
     app = FastAPI(
         title="agency_swarm", summary="Chats with an agency of agents.", docs_url=None, redoc_url=None,
         redirect_slashes=False,  # `/chats/%2F` is a bad chat id (400), not a redirect to `/chats`
@@ -239,24 +239,21 @@ def _durable_turns(agency: Agency, store: object, durable: bool | Mapping[str, A
     return DurableTurns(agency, **options)
 
 
-def _a2a_service(agency: Agency, store: ThreadStore, a2a: object, access: Access, *, durable: bool) -> Any:
+def _a2a_service(agency: Agency, store: ThreadStore, a2a: object, access: Access, turns: Any) -> Any:
     """The app's A2AService, or None. a2a-sdk is imported only here: an optional extra. Its tasks are the owners'
-    of their chats (`access.owners`); it says it wants a token when the app does."""
+    of their chats (`access.owners`); it says it wants a token when the app does. With the app's DurableTurns
+    (`turns`), tasks' turns are durable turns."""
     owners, protected = access.owners, access.authenticator is not None
     if a2a is False:
         return None
     if a2a is not True:
         raise ConfigError(f"a2a must be True or False, got {a2a!r}.")
-    if durable:
-        raise ConfigError(
-            "A2A tasks run their turns in the worker that takes the request; serve them without durable=True."
-        )
     from .._remote._protocol import require_a2a
 
     require_a2a()
     from ._a2a._service import A2AService
 
-    return A2AService(agency, store, owners, protected=protected)
+    return A2AService(agency, store, owners, protected=protected, turns=turns)
 
 
 def _add_error_handlers(app: FastAPI) -> None:

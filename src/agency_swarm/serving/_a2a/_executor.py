@@ -80,7 +80,7 @@ class AgencyExecutor(AgentExecutor):
             ))
         waiting = current is not None and current.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
         try:
-            job = self._job(message, current)
+            job = self.job(message, current)
         except Refused as refusal:
             await _refuse(updater, str(refusal), current if waiting else None)
             return
@@ -138,7 +138,8 @@ class AgencyExecutor(AgentExecutor):
         async with self.tasks.saving_working(task_id):  # read as working on every worker before the turn starts
             await updater.start_work()
 
-    def _job(self, message: Message | None, current: Task | None) -> Job:
+    def job(self, message: Message | None, current: Task | None) -> Job:
+        """What `message` asks for, on the task `current` (None: a new one); Refused says why it cannot be done."""
         if message is None:
             raise Refused("The request has no message.")
         meta = meta_of(message.metadata)

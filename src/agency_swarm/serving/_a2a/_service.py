@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncGenerator
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a.server.agent_execution import RequestContext, RequestContextBuilder
 from a2a.server.context import ServerCallContext
@@ -30,7 +31,8 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0, TransportProtocol
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
-from a2a.utils.task import apply_history_length
+from a2a.utils.proto_utils import validate_proto_required_fields
+from a2a.utils.task import apply_history_length, validate_history_length
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Mount, Route
@@ -46,6 +48,9 @@ from .._auth._principal import PRINCIPAL_KEY, Principal
 from ._executor import AgencyExecutor
 from ._stream import StoreEvents
 from ._tasks import RESERVED, WRITING, StoreTasks, new_task_id
+
+if TYPE_CHECKING:
+    from ._durable import DurableSends
 
 JSONRPC_PATH = "/a2a/jsonrpc"
 REST_PATH = "/a2a/rest"
@@ -88,9 +93,14 @@ class AgencyRequestHandler(DefaultRequestHandler):
 
     tasks: StoreTasks
     owners: ChatOwners
+    durable: DurableSends | None = None
+    """In durable mode: the turns are durable, and these start and cancel them."""
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         context.state[WRITING] = True
+        if self.durable is not None:
+            validate_proto_required_fields(params)
+            return await self.durable.cancel(params, context)
         canceled: Task | None = await super().on_cancel_task(params, context)
         return canceled
 
@@ -98,6 +108,8 @@ class AgencyRequestHandler(DefaultRequestHandler):
         done = await self._checked(params, context)
         if done is not None:
             return apply_history_length(done, params.configuration)
+        if self.durable is not None:
+            return apply_history_length(await self.durable.send(params, context), params.configuration)
         result: Message | Task = await super().on_message_send(params, context)
         return result
 
@@ -108,12 +120,20 @@ class AgencyRequestHandler(DefaultRequestHandler):
         if done is not None:
             yield apply_history_length(done, params.configuration)
             return
-        async for event in super().on_message_send_stream(params, context):
-            yield event
+        if self.durable is None:
+            async for event in super().on_message_send_stream(params, context):
+                yield event
+            return
+        async with contextlib.aclosing(self.durable.stream(params, context)) as events:
+            async for event in events:
+                yield apply_history_length(event, params.configuration) if isinstance(event, Task) else event
 
     async def _checked(self, params: SendMessageRequest, context: ServerCallContext) -> Task | None:
         """Refuse what the request may not name; the finished task a repeated message started, if any."""
         context.state[WRITING] = True
+        if self.durable is not None:  # the a2a-sdk's checks, which its own handling of the message would make
+            validate_proto_required_fields(params)
+            validate_history_length(params.configuration)
         message = params.message
         if message.context_id:
             try:
@@ -151,14 +171,22 @@ class A2AService:
 
     card_path = CARD_PATH
 
-    def __init__(self, agency: Agency, store: ThreadStore, owners: ChatOwners, *, protected: bool) -> None:
+    def __init__(
+        self, agency: Agency, store: ThreadStore, owners: ChatOwners, *, protected: bool, turns: Any = None
+    ) -> None:
+        """`turns`: the app's DurableTurns in durable mode (tasks' turns are durable), else None."""
         self.agency, self.protected = agency, protected
         self.tasks = StoreTasks(store, owners)
+        executor = AgencyExecutor(agency, self.tasks)
         self.handler = AgencyRequestHandler(
-            agent_executor=AgencyExecutor(agency, self.tasks), task_store=self.tasks, agent_card=self.card("http://localhost"),
+            agent_executor=executor, task_store=self.tasks, agent_card=self.card("http://localhost"),
             request_context_builder=TaskIds(), event_stream=StoreEvents(self.tasks),
         )
         self.handler.tasks, self.handler.owners = self.tasks, owners
+        if turns is not None:
+            from ._durable import DurableSends  # dbos is imported only in durable mode: an optional extra
+
+            self.handler.durable = DurableSends(executor, self.tasks, turns)
 
     def mount(self, app: Any) -> frozenset[str]:
         """Add the routes to the app (outside its OpenAPI document: A2A has its own); the paths without auth."""

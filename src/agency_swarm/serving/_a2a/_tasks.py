@@ -19,12 +19,14 @@ from a2a.server.cluster.task_store import ConcurrentTaskModificationError, Store
 from a2a.server.cluster.version import TaskVersion
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event as A2AEvent
+from a2a.server.tasks.task_manager import append_artifact_to_task
 from a2a.types.a2a_pb2 import (
     ListTasksRequest,
     ListTasksResponse,
     Message,
     StreamResponse,
     Task,
+    TaskArtifactUpdateEvent,
     TaskState,
     TaskStatusUpdateEvent,
 )
@@ -163,11 +165,33 @@ class StoreTasks(VersionedTaskStore):
                 raise ConcurrentTaskModificationError(task.id)
         elif (last.version if last else 0) != _number(prev_version) or (last is not None and last.state in TERMINAL):
             raise ConcurrentTaskModificationError(task.id)
+        return await self._append(task, last, event)
+
+    async def _append(self, task: Task, last: Save | None, event: A2AEvent | None) -> TaskVersion:
         if last is None:
             await self.store.append(chat_tasks(task.context_id), INDEX_KEY, [{"role": "user", "content": task.id}])
         at = min(len(last.task["history"]) if last else 0, len(task.history))
         await self.store.append(TASK_CHAT + checked_task_id(task.id), TASK_KEY, [record(task, at, event)])
         return TaskVersion((last.version if last else 0) + 1)
+
+    async def apply(self, task_id: str, event: A2AEvent) -> bool:
+        """Write `event` into the stored task as the a2a-sdk applies one, without it (a durable turn's step writes its
+        task so, on whichever worker runs it): a Task starts a task that has no saves; a status update replaces the
+        status (the old status message joins the history); an artifact update adds its artifact; a message joins the
+        history. An ended task takes nothing (False), so a step run again after a crash writes no end twice."""
+        saves = await self.saves(task_id)
+        last = saves[-1] if saves else None
+        if isinstance(event, Task):
+            if last is not None:
+                return False
+            task = event
+        else:
+            if last is None or last.state in TERMINAL:
+                return False
+            task = last.parsed()
+            applied(task, event)
+        await self._append(task, last, None if isinstance(event, Message) else event)
+        return True
 
     async def get(self, task_id: str, context: ServerCallContext | None = None) -> StoredTask | None:
         saves = await self.saves(task_id)
@@ -217,6 +241,23 @@ class StoreTasks(VersionedTaskStore):
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         if TASK_ID.fullmatch(task_id or "") and await self.get(task_id, context) is not None:
             await self.store.delete(TASK_CHAT + task_id)
+
+
+def applied(task: Task, event: A2AEvent) -> None:
+    """`task` changed by a status update, an artifact update or a message, as the a2a-sdk's TaskManager does."""
+    if isinstance(event, TaskStatusUpdateEvent):
+        if task.status.HasField("message"):
+            task.history.append(task.status.message)
+        if event.metadata:
+            task.metadata.MergeFrom(event.metadata)
+        task.status.CopyFrom(event.status)
+    elif isinstance(event, TaskArtifactUpdateEvent):
+        append_artifact_to_task(task, event)
+    elif isinstance(event, Message):
+        if task.status.HasField("message"):
+            task.history.append(task.status.message)
+            task.status.ClearField("message")
+        task.history.append(event)
 
 
 def _number(version: TaskVersion) -> int:
