@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._base._errors import StoreError
+from ._carry import WORKFLOW_ID
 from ._request import REQUEST
 from ._switch import Telemetry
 
@@ -38,7 +39,7 @@ class TurnWatch:
             attributes = {CHAT_ID: chat_id, AGENT: entry_agent}
             workflow = durable_workflow_id()
             if workflow is not None:
-                attributes["agency_swarm.durable.workflow_id"] = workflow
+                attributes[WORKFLOW_ID] = workflow
             self.span = _spans.start(self.tracer, f"turn {entry_agent}", _spans.current_span(), attributes)
         if self.metrics is not None:
             self.metrics.turn_started()

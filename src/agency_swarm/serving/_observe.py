@@ -70,15 +70,46 @@ def _metrics() -> Any:
 
 def _add_metrics_route(app: FastAPI) -> None:
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
+    from starlette.concurrency import run_in_threadpool
 
-    @app.get("/metrics", include_in_schema=False)
-    def prometheus_metrics() -> Response:
-        """The process's metrics; with several workers (PROMETHEUS_MULTIPROC_DIR), every worker's, summed."""
+    def exposition() -> bytes:
         registry = REGISTRY
         if os.environ.get(MULTIPROC_VARIABLE):
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        return generate_latest(registry)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus_metrics() -> Response:
+        """The process's metrics; with several workers (PROMETHEUS_MULTIPROC_DIR), every worker's, summed. In
+        durable mode, the queue's depth too, read now from the database (once: it is the queue's, not a worker's)."""
+        body = await run_in_threadpool(exposition)
+        turns = getattr(app.state, "durable", None)
+        if turns is not None:
+            body += _queue_depth(turns.queue_name, await turns.queue_depth())
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+def _queue_depth(queue: str, depth: int | None) -> bytes:
+    """The durable queue's depth in the exposition format (nothing when it could not be read)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
+
+    if depth is None:
+        return b""
+    family = GaugeMetricFamily(
+        "agency_swarm_durable_queue_depth", "Durable turns queued and not started yet, on every worker.",
+        labels=["queue"],
+    )
+    family.add_metric([queue], depth)
+
+    class Depth:
+        def collect(self) -> list[GaugeMetricFamily]:
+            return [family]
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Depth())
+    return generate_latest(registry)
 
 
 def route_of(path: str) -> str:
