@@ -41,6 +41,8 @@ class TurnWatch:
             if workflow is not None:
                 attributes[WORKFLOW_ID] = workflow
             self.span = _spans.start(self.tracer, f"turn {entry_agent}", _spans.current_span(), attributes)
+            if not self.span.is_recording():  # sampled out: its spans would be too (their parent's decision)
+                self.spans = None
         if self.metrics is not None:
             self.metrics.turn_started()
 
@@ -85,7 +87,7 @@ class TurnWatch:
     def model_call(self, turn: Any, model: str) -> ModelCallWatch:
         span = None
         if self.spans is not None:
-            span = self._start(turn, f"chat {model}", {OPERATION: "chat", MODEL: model, AGENT: turn.agent.name})
+            span = self._start(turn, f"chat {model}", {OPERATION: "chat", MODEL: model})  # the agent: its parent
         return ModelCallWatch(self, span, turn.agent.name, model)
 
     @contextmanager

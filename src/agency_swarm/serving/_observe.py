@@ -182,12 +182,14 @@ def _http_span(tracer: Any, scope: Scope, note: RequestNote) -> Any:
     from opentelemetry.propagate import extract
     from opentelemetry.trace import SpanKind
 
-    headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+    from .._telemetry._spans import SCOPE_HEADERS
+
     route = route_of(scope["path"])
-    return tracer.start_span(f"{scope['method']} {route}", context=extract(headers), kind=SpanKind.SERVER, attributes={
-        "http.request.method": scope["method"], "http.route": route, "url.path": scope["path"],
-        "agency_swarm.request_id": note.request_id,
-    })
+    return tracer.start_span(
+        f"{scope['method']} {route}", context=extract(scope["headers"], getter=SCOPE_HEADERS), kind=SpanKind.SERVER,
+        attributes={"http.request.method": scope["method"], "http.route": route,
+                    "agency_swarm.request_id": note.request_id},
+    )
 
 
 async def _in_span(app: ASGIApp, span: Any, scope: Scope, receive: Receive, send: Send) -> None:
@@ -205,6 +207,9 @@ def _end_http_span(span: Any, status: int, note: RequestNote) -> None:
     from opentelemetry.trace import Status, StatusCode
 
     status = abs(status)
+    if not span.is_recording():  # sampled out
+        span.end()
+        return
     span.set_attribute("http.response.status_code", status)
     if note.principal is not None:
         span.set_attribute("enduser.id", note.principal)
