@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/serving_load.py                # prints the table (needs PostgreSQL)
     .venv/bin/python benchmarks/serving_load.py --clients 8 --workers 1 2 4 --memory --round-trips
     .venv/bin/python benchmarks/serving_load.py --quick        # a small smoke run
-    .venv/bin/python benchmarks/serving_load.py --overhead --clients 8 --turns 100 --rounds 5   # auth, tracing, metrics
+    .venv/bin/python benchmarks/serving_load.py --overhead --clients 8 --turns 100 --rounds 4   # auth, tracing, metrics
     AGENCY_SWARM_BENCH_POSTGRES_URL=postgresql://... .venv/bin/python benchmarks/serving_load.py
 
 Method: `agency-swarm serve --factory serving_load:build_agency --store <PostgreSQL> --workers N` in a child
@@ -18,13 +18,15 @@ production. The client shares the machine's CPUs with the server and PostgreSQL:
 what is measured. `--round-trips` runs each PostgreSQL row once more with the workers connected through a proxy
 that counts round trips at the socket (tests/pg_proxy.py); its latencies are not used.
 
-`--overhead` serves the same agency (one worker unless `--workers N`, PostgreSQL) five ways, each `--rounds` times,
-the five taking turns: nothing on; JWT authentication (`--jwt-secret-env`, issuer and audience; chat n's requests
-carry user-n's HS256 JWT, so every turn also passes the ownership check); OTLP tracing
+`--overhead` serves the same agency (one worker unless `--workers N`, PostgreSQL) several ways, each `--rounds`
+times, the ways taking turns: nothing on; JWT authentication (`--jwt-secret-env`, issuer and audience; chat n's
+requests carry user-n's HS256 JWT, so every turn also passes the ownership check); OTLP tracing
 (`OTEL_EXPORTER_OTLP_ENDPOINT` at a receiver in this process that reads each export and discards it); `--metrics`;
-and all three. It prints each one's best run (the least disturbed) of server CPU per turn and its overhead over
-nothing on. With tracing on, the CPU is read once the exporter has sent its next batch after the measured turns,
-so their spans' encoding and export are in it.
+all three; and tracing, alone and with the other two, sampled (`OTEL_TRACES_SAMPLER=parentbased_traceidratio`,
+`--sampled` of the traces). It prints each one's median run of server CPU per turn (every run listed) and its
+overhead over nothing on. With tracing on, the exporter's first batch (its connection made) goes out before the
+measured turns, and the CPU is read once it has sent its next batch after them, so their spans' encoding and export
+are in it.
 """
 
 from __future__ import annotations
@@ -168,9 +170,10 @@ async def delete_chats(prefix: str) -> None:
 async def load(
     url: str, prefix: str, clients: int, turns: int, pids: list[int],
     headers: Callable[[int], dict[str, str]] = lambda number: {}, settle: Callable[[], None] = lambda: None,
+    warmed: Callable[[], None] = lambda: None,
 ) -> dict[str, float]:
     """`clients` chats busy at once, `turns` each after a warm-up turn; `headers(n)` for chat n's requests;
-    `settle()` runs after the measured turns, before the workers' CPU is read."""
+    `warmed()` runs after the warm-up, `settle()` after the measured turns, before the workers' CPU is read."""
     import httpx
 
     limits = httpx.Limits(max_connections=clients + 10, keepalive_expiry=1)  # under uvicorn's 5 s
@@ -191,6 +194,7 @@ async def load(
                 latencies.append(await turn(number, f"turn {index}"))
 
         await asyncio.gather(*(turn(number, "warm-up") for number in range(clients)))
+        await asyncio.to_thread(warmed)
         began, cpu_before = time.perf_counter(), cpu_seconds(pids)
         await asyncio.gather(*(chat(number) for number in range(clients)))
         wall = time.perf_counter() - began
@@ -276,11 +280,11 @@ class DiscardingReceiver:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
-    def next_export(self) -> None:
+    def next_export(self, timeout: float = SETTLE_TIMEOUT_S) -> None:
         """Until an export arrives after this call (the spans of the turns before it exported; bounded)."""
         with self.exported:
             seen = self.exports
-            self.exported.wait_for(lambda: self.exports > seen, timeout=SETTLE_TIMEOUT_S)
+            self.exported.wait_for(lambda: self.exports > seen, timeout=timeout)
 
     def close(self) -> None:
         self.server.shutdown()
@@ -303,42 +307,59 @@ def jwt_headers(secret: str) -> Callable[[int], dict[str, str]]:
     return headers
 
 
-def condition(name: str, receiver: DiscardingReceiver, secret: str) -> dict[str, Any]:
+def condition(name: str, receiver: DiscardingReceiver, secret: str, ratio: float) -> dict[str, Any]:
     """What `serve` is given for a condition: its options, environment, request headers and settling."""
-    auth, tracing, metrics = (name in (part, "all three") for part in ("auth (JWT)", "tracing (OTLP)", "metrics"))
+    auth = name.startswith(("auth", "all three"))
+    tracing = name.startswith(("tracing", "all three"))
+    metrics = name.startswith(("metrics", "all three"))
     options: list[str] = ["--metrics"] if metrics else []
     env = {JWT_SECRET_VARIABLE: secret}
     if auth:
         options += ["--jwt-secret-env", JWT_SECRET_VARIABLE, "--jwt-issuer", JWT_ISSUER, "--jwt-audience", JWT_AUDIENCE]
     if tracing:
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.url
+    if "sampled" in name:
+        env["OTEL_TRACES_SAMPLER"], env["OTEL_TRACES_SAMPLER_ARG"] = "parentbased_traceidratio", str(ratio)
     return {
         "options": options, "env": env, "headers": jwt_headers(secret) if auth else (lambda number: {}),
         "settle": receiver.next_export if tracing else (lambda: None),
+        # the first export's one-time work (its connection) is not a turn's: done before the measured turns
+        "warmed": (lambda: receiver.next_export(WARM_EXPORT_TIMEOUT_S)) if tracing else (lambda: None),
     }
 
 
+WARM_EXPORT_TIMEOUT_S = 6.0
+"""The exporter sends what it holds every 5 s; a sampled warm-up may hold nothing to send."""
 OVERHEAD_CONDITIONS = ("nothing on", "auth (JWT)", "tracing (OTLP)", "metrics", "all three")
 
 
-def measure_overhead(workers: int, clients: int, turns: int, rounds: int) -> dict[str, list[dict[str, float]]]:
+def conditions(ratio: float) -> tuple[str, ...]:
+    percent = f"{ratio * 100:g} %"
+    sampled = (f"tracing (OTLP, sampled {percent})", f"all three (tracing sampled {percent})") if ratio else ()
+    return OVERHEAD_CONDITIONS + sampled
+
+
+def measure_overhead(
+    workers: int, clients: int, turns: int, rounds: int, ratio: float
+) -> dict[str, list[dict[str, float]]]:
     """Each condition `rounds` times, the conditions taking turns (drift on a shared machine hits all alike)."""
     import secrets
 
     secret = secrets.token_urlsafe(48)
     receiver = DiscardingReceiver()
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in OVERHEAD_CONDITIONS}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in conditions(ratio)}
     try:
         for _ in range(rounds):
-            for name in OVERHEAD_CONDITIONS:
-                given = condition(name, receiver, secret)
-                os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)  # only the tracing conditions trace
+            for name in runs:
+                given = condition(name, receiver, secret, ratio)
+                for variable in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"):
+                    os.environ.pop(variable, None)  # only the tracing conditions trace, as they say
                 prefix = f"bench-overhead-{uuid.uuid4().hex[:8]}-"
                 process, url, pids = start(workers, POSTGRES_URL, given["options"], env=given["env"])
                 try:
-                    runs[name].append(asyncio.run(
-                        load(url, prefix, clients, turns, pids, given["headers"], given["settle"])
-                    ))
+                    runs[name].append(asyncio.run(load(
+                        url, prefix, clients, turns, pids, given["headers"], given["settle"], given["warmed"]
+                    )))
                 finally:
                     stop(process)
                     asyncio.run(delete_chats(prefix))
@@ -348,17 +369,21 @@ def measure_overhead(workers: int, clients: int, turns: int, rounds: int) -> dic
 
 
 def print_overhead(runs: dict[str, list[dict[str, float]]]) -> None:
-    """Best of the rounds per condition (the least disturbed run), and its overhead over `nothing on`."""
-    best = {name: min(row["server_cpu_ms"] for row in rows) for name, rows in runs.items()}
-    base = best["nothing on"]
-    print("| server | turns | turns/s | p50 ms | server CPU ms/turn (best) | all runs | overhead |")
-    print("|---|---:|---:|---:|---:|---|---:|")
+    """Per condition the median of its rounds (every run listed), and the median's overhead over `nothing on`."""
+    median = {name: statistics.median(row["server_cpu_ms"] for row in rows) for name, rows in runs.items()}
+    base = median["nothing on"]
+    print("| server | auth | tracing | metrics | turns/s | p50 ms | server CPU ms/turn (median) | runs | overhead |")
+    print("|---|:-:|:-:|:-:|---:|---:|---:|---|---:|")
     for name, rows in runs.items():
-        row = min(rows, key=lambda row: row["server_cpu_ms"])
+        on = ["on" if name.startswith((part, "all three")) else "off" for part in ("auth", "tracing", "metrics")]
+        if "sampled" in name:
+            on[1] = "sampled"
+        rate = statistics.median(row["turns_per_s"] for row in rows)
+        p50 = statistics.median(row["p50_ms"] for row in rows)
         every = " ".join(f"{run['server_cpu_ms']:.2f}" for run in rows)
-        overhead = "–" if name == "nothing on" else f"{(best[name] - base) / base * 100:+.1f} %"
-        print(f"| {name} | {row['turns']:.0f} | {row['turns_per_s']:.0f} | {row['p50_ms']:.1f} | {best[name]:.3f} | "
-              f"{every} | {overhead} |", flush=True)
+        overhead = "–" if name == "nothing on" else f"{(median[name] - base) / base * 100:+.1f} %"
+        print(f"| {name} | {' | '.join(on)} | {rate:.0f} | {p50:.1f} | {median[name]:.3f} | {every} | {overhead} |",
+              flush=True)
 
 
 def main() -> None:
@@ -375,15 +400,19 @@ def main() -> None:
         "--overhead", action="store_true",
         help="server CPU per turn with nothing on, JWT auth, OTLP tracing, metrics, and all three (first --workers)",
     )
-    parser.add_argument("--rounds", type=int, default=3, help="--overhead: runs per condition (the best is shown)")
+    parser.add_argument("--rounds", type=int, default=3, help="--overhead: runs per condition (the median is shown)")
+    parser.add_argument(
+        "--sampled", type=float, default=0.1, metavar="RATIO",
+        help="--overhead: also trace with OTEL_TRACES_SAMPLER=parentbased_traceidratio at RATIO (0: not)",
+    )
     args = parser.parse_args()
     clients, turns = (8, 3) if args.quick else (args.clients, args.turns)
     print(f"{clients} concurrent chats x {turns} turns, model latency {MODEL_LATENCY_S * 1000:.0f} ms, "
           f"{os.cpu_count()} CPUs")
     if args.overhead:
         workers = (args.workers or [1])[0]
-        print(f"{workers} worker(s) on PostgreSQL, best of {args.rounds} runs per condition")
-        print_overhead(measure_overhead(workers, clients, turns, args.rounds))
+        print(f"{workers} worker(s) on PostgreSQL, median of {args.rounds} runs per condition")
+        print_overhead(measure_overhead(workers, clients, turns, args.rounds, args.sampled))
         return
     print("| workers | store | turns | turns/s | p50 ms | above model ms | p99 ms | server CPU ms/turn "
           "| round trips/turn |")

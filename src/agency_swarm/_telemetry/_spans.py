@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
+from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 AttributeValue = str | int | float | bool
@@ -37,3 +38,18 @@ def current_span() -> Any:
     """The span current here (the HTTP request's), or None."""
     span = trace.get_current_span()
     return span if span.get_span_context().is_valid else None
+
+
+class _ScopeHeaders(Getter[list[tuple[bytes, bytes]]]):
+    """The propagators' view of an ASGI scope's headers: a header decoded only when a propagator asks for it."""
+
+    def get(self, carrier: list[tuple[bytes, bytes]], key: str) -> list[str] | None:
+        wanted = key.encode("latin-1")
+        found = [value.decode("latin-1") for name, value in carrier if name.lower() == wanted]
+        return found or None
+
+    def keys(self, carrier: list[tuple[bytes, bytes]]) -> list[str]:
+        return [name.decode("latin-1").lower() for name, _ in carrier]
+
+
+SCOPE_HEADERS = _ScopeHeaders()

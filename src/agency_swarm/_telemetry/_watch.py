@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._base._errors import StoreError
+from ._carry import WORKFLOW_ID
 from ._request import REQUEST
 from ._switch import Telemetry
 
@@ -38,8 +39,10 @@ class TurnWatch:
             attributes = {CHAT_ID: chat_id, AGENT: entry_agent}
             workflow = durable_workflow_id()
             if workflow is not None:
-                attributes["agency_swarm.durable.workflow_id"] = workflow
+                attributes[WORKFLOW_ID] = workflow
             self.span = _spans.start(self.tracer, f"turn {entry_agent}", _spans.current_span(), attributes)
+            if not self.span.is_recording():  # sampled out: its spans would be too (their parent's decision)
+                self.spans = None
         if self.metrics is not None:
             self.metrics.turn_started()
 
@@ -84,7 +87,7 @@ class TurnWatch:
     def model_call(self, turn: Any, model: str) -> ModelCallWatch:
         span = None
         if self.spans is not None:
-            span = self._start(turn, f"chat {model}", {OPERATION: "chat", MODEL: model, AGENT: turn.agent.name})
+            span = self._start(turn, f"chat {model}", {OPERATION: "chat", MODEL: model})  # the agent: its parent
         return ModelCallWatch(self, span, turn.agent.name, model)
 
     @contextmanager

@@ -30,12 +30,14 @@ from .._base._errors import (
     UnknownTurn,
 )
 from .._base._redact import secret_free_logger
+from .._telemetry._carry import carried_trace, continued_trace
 from .._threads._manager import check_chat_id
 from .._threads._running import CANCEL_WAIT_SECONDS
 from .._threads._store import MemoryThreadStore
 from .._turn._agent import checked_request
 from .._turn._results import RunResult
 from .._turn._state import CALLER_DEPTH
+from ._depth import QueueDepth
 from ._observers import Observed, TurnObserver, observed_request, tell_ended, tell_event
 from ._queues import AgencyIdentity, checked_queue_name
 from ._stream import DurableEvent, EventWriter, read_events, stream_ended
@@ -220,6 +222,7 @@ class DurableTurns:
         )
         self._queue: Any = None
         self._observers: dict[str, TurnObserver] = {}
+        self._depth = QueueDepth(database_url, queue_name)
 
     def observe(self, name: str, observer: TurnObserver) -> None:
         """Tell `observer` the events and the end of every turn submitted with `observed=Observed(name, ...)`, from
@@ -275,9 +278,14 @@ class DurableTurns:
         await self._supervisor.start()
 
     async def aclose(self) -> None:
+        await self._depth.aclose()
         await self._supervisor.stop()
         serve_turns(None)
         DBOS.destroy(destroy_registry=False)
+
+    async def queue_depth(self) -> int | None:
+        """How many of this queue's turns wait to start, on every worker (None: the database did not answer)."""
+        return await self._depth.read()
 
     async def submit(
         self, message: str | list[TResponseInputItem], *, chat_id: str, recipient_agent: str | None = None,
@@ -344,6 +352,9 @@ class DurableTurns:
             raise ConfigError("key must be a non-empty str of at most 255 characters.")
         chat_id = request["chat_id"]
         request["turn_id"] = turn_id = self.turn_id(chat_id, key, resume=kind == "r")
+        trace = carried_trace(turn_id)
+        if trace is not None:  # the turn's spans join this request's trace, whichever worker runs it
+            request["trace"] = trace
         with SetWorkflowID(turn_id), SetEnqueueOptions(queue_partition_key=chat_id):
             await self._queue.enqueue_async(turn_workflow, request)
         return TurnHandle(turn_id, chat_id)
@@ -388,7 +399,8 @@ class DurableTurns:
         runs of the step end with the same result."""
         for attempt in range(LOST_LOCK_RETRIES + 1):
             try:
-                result = await self._streamed(request, writer)
+                with continued_trace(request.get("trace")):
+                    result = await self._streamed(request, writer)
             except TurnLockLost:
                 if attempt == LOST_LOCK_RETRIES:
                     raise

@@ -70,15 +70,46 @@ def _metrics() -> Any:
 
 def _add_metrics_route(app: FastAPI) -> None:
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
+    from starlette.concurrency import run_in_threadpool
 
-    @app.get("/metrics", include_in_schema=False)
-    def prometheus_metrics() -> Response:
-        """The process's metrics; with several workers (PROMETHEUS_MULTIPROC_DIR), every worker's, summed."""
+    def exposition() -> bytes:
         registry = REGISTRY
         if os.environ.get(MULTIPROC_VARIABLE):
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        return generate_latest(registry)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def prometheus_metrics() -> Response:
+        """The process's metrics; with several workers (PROMETHEUS_MULTIPROC_DIR), every worker's, summed. In
+        durable mode, the queue's depth too, read now from the database (once: it is the queue's, not a worker's)."""
+        body = await run_in_threadpool(exposition)
+        turns = getattr(app.state, "durable", None)
+        if turns is not None:
+            body += _queue_depth(turns.queue_name, await turns.queue_depth())
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
+def _queue_depth(queue: str, depth: int | None) -> bytes:
+    """The durable queue's depth in the exposition format (nothing when it could not be read)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
+
+    if depth is None:
+        return b""
+    family = GaugeMetricFamily(
+        "agency_swarm_durable_queue_depth", "Durable turns queued and not started yet, on every worker.",
+        labels=["queue"],
+    )
+    family.add_metric([queue], depth)
+
+    class Depth:
+        def collect(self) -> list[GaugeMetricFamily]:
+            return [family]
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Depth())
+    return generate_latest(registry)
 
 
 def route_of(path: str) -> str:
@@ -151,12 +182,14 @@ def _http_span(tracer: Any, scope: Scope, note: RequestNote) -> Any:
     from opentelemetry.propagate import extract
     from opentelemetry.trace import SpanKind
 
-    headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+    from .._telemetry._spans import SCOPE_HEADERS
+
     route = route_of(scope["path"])
-    return tracer.start_span(f"{scope['method']} {route}", context=extract(headers), kind=SpanKind.SERVER, attributes={
-        "http.request.method": scope["method"], "http.route": route, "url.path": scope["path"],
-        "agency_swarm.request_id": note.request_id,
-    })
+    return tracer.start_span(
+        f"{scope['method']} {route}", context=extract(scope["headers"], getter=SCOPE_HEADERS), kind=SpanKind.SERVER,
+        attributes={"http.request.method": scope["method"], "http.route": route,
+                    "agency_swarm.request_id": note.request_id},
+    )
 
 
 async def _in_span(app: ASGIApp, span: Any, scope: Scope, receive: Receive, send: Send) -> None:
@@ -174,6 +207,9 @@ def _end_http_span(span: Any, status: int, note: RequestNote) -> None:
     from opentelemetry.trace import Status, StatusCode
 
     status = abs(status)
+    if not span.is_recording():  # sampled out
+        span.end()
+        return
     span.set_attribute("http.response.status_code", status)
     if note.principal is not None:
         span.set_attribute("enduser.id", note.principal)
