@@ -20,7 +20,7 @@ PostgreSQL share the machine's CPUs.
 Durable rows also split the median turn by DBOS's own timestamps (workflow_status): the request until the turn is
 enqueued, the queue wait until a worker starts it, the workflow until done, and done until the client has the
 response (the waiting request polls the turn's status every 50 ms). `--round-trips` runs each row again with the
-workers connected through tests/pg_proxy.py (its latencies unused): round trips per turn, minus what the workers
+workers connected through tests/support/pg_proxy.py (its latencies unused): round trips per turn, minus what the workers
 do idle (durable: the queue polled every 50 ms and a heartbeat a second per worker), measured just before.
 
 Recovery: 3 durable workers under load (`--recovery-clients` chats, retrying a failed POST with the same
@@ -55,7 +55,7 @@ from urllib.parse import urlsplit, urlunsplit
 import serving_load
 from serving_load import MODEL_LATENCY_S, POSTGRES_URL, cpu_seconds, start, stop
 
-from pg_proxy import CountingProxy  # tests/pg_proxy.py: serving_load puts tests/ on the path
+from pg_proxy import CountingProxy  # tests/support/pg_proxy.py: serving_load puts tests/support on the path
 
 ANNOUNCE = re.compile(r"durable_load: worker (\d+) is executor (\S+)")
 MODES = {"plain": ((), False), "plain+key": ((), True), "durable": (("--durable",), True)}
@@ -360,7 +360,7 @@ def statement_label(query: bytes) -> str:
 
 
 class StatementProxy(CountingProxy):
-    """tests/pg_proxy.py's round-trip counter, also counting round trips by the statement that starts each."""
+    """tests/support/pg_proxy.py's round-trip counter, also counting round trips by the statement that starts each."""
 
     def __init__(self, target_host: str, target_port: int) -> None:
         super().__init__(target_host, target_port)

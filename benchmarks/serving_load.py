@@ -16,7 +16,7 @@ the client's are not in it). "above model" is p50 minus the model's 20 ms. Every
 (which says whether another worker changed the chat, and then what it added is read) and stores 2 items, as in
 production. The client shares the machine's CPUs with the server and PostgreSQL: on a small machine it is part of
 what is measured. `--round-trips` runs each PostgreSQL row once more with the workers connected through a proxy
-that counts round trips at the socket (tests/pg_proxy.py); its latencies are not used.
+that counts round trips at the socket (tests/support/pg_proxy.py); its latencies are not used.
 
 `--overhead` serves the same agency (one worker unless `--workers N`, PostgreSQL) several ways, each `--rounds`
 times, the ways taking turns: nothing on; JWT authentication (`--jwt-secret-env`, issuer and audience; chat n's
@@ -51,7 +51,8 @@ from typing import Any
 MODEL_LATENCY_S = 0.020
 POSTGRES_URL = os.environ.get("AGENCY_SWARM_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # tests/pg_proxy.py, the round-trip counter the tests use too
+# tests/support/pg_proxy.py, the round-trip counter the tests use too
+sys.path.insert(0, str(HERE.parent / "tests" / "support"))
 STARTUP_TIMEOUT_S = 180.0
 
 

@@ -5,9 +5,10 @@
 # CPU from the tests that bound a server's answer times), `other_pythons_test` runs their fast tests.
 OTHER_PYTHONS=(3.12 3.13)
 FAST_TESTS=(
-  tests/test_python_versions.py tests/test_lent_history.py tests/test_cli.py tests/test_threads.py
-  tests/test_public_api.py tests/test_layers.py tests/test_chart.py tests/test_streaming.py tests/test_tools.py
-  tests/test_approvals.py tests/test_hooks.py tests/test_file_store.py tests/test_sql_store.py tests/test_serving.py
+  tests/project/test_python_versions.py tests/threads/test_lent_history.py tests/cli/test_cli.py
+  tests/threads/test_threads.py tests/project/test_public_api.py tests/project/test_layers.py tests/agency/test_chart.py
+  tests/turn/test_streaming.py tests/turn/test_tools.py tests/turn/test_approvals.py tests/turn/test_hooks.py
+  tests/threads/test_file_store.py tests/threads/test_sql_store.py tests/serving/test_serving.py
 )
 declare -A OTHER_PYTHON_INSTALLS=()
 

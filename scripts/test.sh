@@ -7,12 +7,12 @@ source scripts/_other_pythons.sh && other_pythons_start  # .venv-3.12 and .venv-
 echo "== ruff" && .venv/bin/ruff check src tests examples benchmarks
 echo "== mypy (strict, src/)" && .venv/bin/mypy
 echo "== benchmark smoke (numbers: see benchmarks/)" && .venv/bin/python benchmarks/w5_file_store.py --turns 30
-source scripts/_node.sh     # the AG-UI client (npm ci in tests/js); without node, tests/test_ag_ui_js.py skips
+source scripts/_node.sh     # the AG-UI client (npm ci in tests/js); without node, tests/protocols/test_ag_ui_js.py skips
 source scripts/_chromium.sh  # as root without Chromium: apt-get installs it (AGENCY_SWARM_SKIP_CHROMIUM=1 skips)
 if command -v npm >/dev/null; then  # the @a2a-js/sdk client the A2A tests drive under node
   echo "== npm ci (tests/js_a2a)" && (cd tests/js_a2a && npm ci --no-audit --no-fund --silent)
 else
-  echo "== WARNING: node/npm missing: tests/test_a2a_js.py (the @a2a-js/sdk client) will be SKIPPED" >&2
+  echo "== WARNING: node/npm missing: tests/protocols/test_a2a_js.py (the @a2a-js/sdk client) will be SKIPPED" >&2
 fi
 source scripts/_postgres.sh  # says which PostgreSQL the tests use, and what happens without it
 echo "== mkdocs build --strict (the guide; a broken link or reference fails)" \

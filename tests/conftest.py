@@ -7,16 +7,26 @@ suites' summaries gathered from the workers."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import agents
 import pytest
 
-import xdist_support
-
 if TYPE_CHECKING:
     from openai_server import OpenAIServer
+
+TESTS = Path(__file__).resolve().parent
+# tests/support and every folder of test modules are importable by module name, whichever pytest collects first: a
+# suite imports helpers (`from serving_support import Server`) and another suite's names (`from test_cancel import
+# Gates`) by name, so module names are unique across tests/; `serve` imports its apps from tests/support as well.
+MODULE_FOLDERS = [TESTS / "support", *sorted({path.parent for path in TESTS.glob("*/test_*.py")
+                                              if not (path.parent / "__init__.py").exists()})]
+sys.path[:0] = [str(folder) for folder in MODULE_FOLDERS if str(folder) not in sys.path]
+
+import xdist_support  # noqa: E402  (in tests/support, on the path from here on)
 
 agents.set_tracing_disabled(True)
 xdist_support.use_worker_database()  # before any test module reads the database's URL
@@ -77,7 +87,7 @@ def _no_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def running_server() -> Iterator[OpenAIServer]:
-    """The local OpenAI-compatible server (tests/openai_server.py), one per test module that asks for it."""
+    """The local OpenAI-compatible server (tests/support/openai_server.py), one per test module that asks for it."""
     from openai_server import serve
 
     with serve() as started:

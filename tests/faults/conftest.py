@@ -1,5 +1,5 @@
-"""Fault-suite fixtures: a backend per store (PostgreSQL per tests/postgres_support.py), and the session's figures
-(faults injected, cases, seconds per store) printed at the end of the run."""
+"""Fault-suite fixtures: a backend per store (PostgreSQL per tests/support/postgres_support.py), and the session's
+figures (faults injected, cases, seconds per store) printed at the end of the run."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 // The official AG-UI client (@ag-ui/client's HttpAgent) against a running `agency-swarm serve --ag-ui`: each scenario
 // runs through the client's own pipeline, whose verifier rejects any event out of order. Prints one JSON line per
-// run: {scenario, run, ok, error?, types, result, interrupts, messages}; tests/test_ag_ui_js.py reads them.
+// run: {scenario, run, ok, error?, types, result, interrupts, messages}; tests/protocols/test_ag_ui_js.py reads them.
 //
 //   node tests/js/ag_ui_client.mjs http://127.0.0.1:PORT   (the bearer token in AG_UI_TOKEN)
 import { HttpAgent, buildResumeArray } from "@ag-ui/client";

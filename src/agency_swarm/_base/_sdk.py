@@ -1,8 +1,8 @@
 """The one module that uses openai-agents' private names; each has a public fallback, and SHORTCUTS turns them off.
 
 Every private name (or private attribute of an SDK object) the package relies on is read here and nowhere else
-(tests/test_sdk_boundary.py checks that). Each is looked up with a fallback, so a newer SDK that renamed one still
-imports and runs, only slower or with plainer output. Borrowed from openai-agents 0.24:
+(tests/project/test_sdk_boundary.py checks that). Each is looked up with a fallback, so a newer SDK that renamed one
+still imports and runs, only slower or with plainer output. Borrowed from openai-agents 0.24:
 
 - `agents.tool._FailureHandlingFunctionToolInvoker`, its attributes `_function_tool`, `_invoke_tool_impl` and
   `_on_handled_error`, and the closure of `function_tool`'s `_on_invoke_tool_impl` (`the_func`, `schema`,

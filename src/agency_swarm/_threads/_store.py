@@ -22,7 +22,7 @@ DEFAULT_MAX_ITEM_BYTES = 10 * 1024 * 1024
 class ThreadStore(Protocol):
     """Where threads live between processes. Every method is async; one store serves many chats at once.
 
-    Contract (tests/test_store_contract.py runs it against every store):
+    Contract (tests/threads/test_store_contract.py runs it against every store):
     - `append` keeps the order of items within a thread key; items of different threads of one chat may be
       appended concurrently.
     - `load` returns what was appended, per thread key in order; `{}` for an unknown chat.
