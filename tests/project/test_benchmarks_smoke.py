@@ -147,9 +147,15 @@ def test_the_serving_overhead_benchmark_prints_each_condition_and_its_cost() -> 
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line.strip("| ").split(" | ") for line in proc.stdout.splitlines() if line.startswith("| ")][1:]
-    assert [row[0] for row in rows] == ["nothing on", "auth (JWT)", "tracing (OTLP)", "metrics", "all three"]
+    assert [row[0] for row in rows] == [
+        "nothing on", "auth (JWT)", "tracing (OTLP)", "metrics", "all three", "tracing (OTLP, sampled 10 %)",
+        "all three (tracing sampled 10 %)",
+    ]
+    assert [row[1:4] for row in rows] == [
+        ["off", "off", "off"], ["on", "off", "off"], ["off", "on", "off"], ["off", "off", "on"], ["on", "on", "on"],
+        ["off", "sampled", "off"], ["on", "sampled", "on"],
+    ]
     for row in rows:
-        assert row[1] == "4", row  # 2 chats x 2 turns, each answered 200
-        assert re.fullmatch(r"\d+\.\d{3}", row[4]), row
-    assert rows[0][6] == "–"
-    assert all(re.fullmatch(r"[+-]\d+\.\d %", row[6]) for row in rows[1:]), rows
+        assert re.fullmatch(r"\d+\.\d{3}", row[6]), row
+    assert rows[0][8] == "–"
+    assert all(re.fullmatch(r"[+-]\d+\.\d %", row[8]) for row in rows[1:]), rows

@@ -38,17 +38,27 @@ def describe(response: httpx.Response) -> str:
     return f"{response.status_code} {response.json()['error']['type']}"
 
 
-def check_answer(response: httpx.Response, body: bytes, lone: bool) -> None:
+def check_answer(response: httpx.Response, body: bytes, lone: bool, nesting: int = 0) -> None:
     """Too large: 413. Refused text: 422 invalid_request. Else whatever the route makes of it, but never a 5xx.
 
     A body nested past the JSON parser's depth limit (~1,000) cannot be walked for refused text: the route refuses
-    it as a body that does not parse (FastAPI's 400 `http_error`, "There was an error parsing the body")."""
+    it as a body that does not parse (FastAPI's 400 `http_error`, "There was an error parsing the body"). The limit
+    is the server's recursion limit less the frames below the parser, while this process parses under Hypothesis,
+    which raises its own limit: from half the server's limit on (`UNSURE_NESTING`) either refusal is right."""
     if len(body) > MAX_BODY_BYTES:
         assert response.status_code == 413, response.text[:500]
     elif lone and parses(body):
-        assert response.status_code == 422, response.text[:500]
-        assert response.json()["error"]["type"] == "invalid_request"
+        if nesting >= UNSURE_NESTING and response.status_code == 400:
+            assert response.json()["error"]["type"] == "http_error", response.text[:500]
+        else:
+            assert response.status_code == 422, response.text[:500]
+            assert response.json()["error"]["type"] == "invalid_request"
     assert response.status_code < 500, response.text[:500]
+
+
+SERVER_RECURSION_LIMIT = 1000
+"""CPython's default, which `agency-swarm serve` keeps."""
+UNSURE_NESTING = SERVER_RECURSION_LIMIT // 2
 
 
 def parses(body: bytes) -> bool:
@@ -69,10 +79,11 @@ def chat_id(prefix: str, shape: str) -> str:
 @given(depth=st.integers(1, 150_000), objects=st.booleans(), lone=st.booleans())
 @example(depth=150_000, objects=False, lone=True)
 @example(depth=150_000, objects=True, lone=False)
+@example(depth=1277, objects=True, lone=True)  # parses under Hypothesis' raised limit, not in the server
 def test_deep_bodies(edge_server: tuple[str, Server], edge_prefix: str, depth: int, objects: bool, lone: bool) -> None:
     store, server = edge_server
     body = deep_body(depth, objects, lone)
-    check_answer(post(server, store, "deep JSON", chat_id(edge_prefix, "deep"), body), body, lone)
+    check_answer(post(server, store, "deep JSON", chat_id(edge_prefix, "deep"), body), body, lone, nesting=depth)
 
 
 @EDGE_SETTINGS
