@@ -236,3 +236,39 @@ async def test_a_worker_killed_mid_turn_and_restarted_ends_the_task_completed_on
     thread = threads["user->Developer"]
     assert [item["content"] for item in thread if item.get("role") == "user"] == ["[hold] the report"]
     assert [text_of(item) for item in thread if item.get("role") == "assistant"] == [answer]
+
+
+async def test_a_durable_task_sent_to_one_worker_is_read_and_followed_to_its_end_on_another(
+    gate: Gate, queue: str, prefix: str
+) -> None:
+    """Two workers on one queue: whichever runs the turn, the other reads the task working, follows it, and both the
+    sender and the follower end with the same answer."""
+    first = worker(gate, queue)
+    try:
+        second = worker(gate, queue)
+    except BaseException:
+        first.stop()
+        raise
+    chat = f"{prefix}across"
+    try:
+        async with client_for(first.url) as a, client_for(second.url) as b:
+            request = message("[hold] across workers", chat)
+            sending = asyncio.create_task(drain(a.send_message(request)))
+            runner_pid, held = await gate.next_arrival()
+            task_id = new_task_id(chat, request.message.message_id)
+            seen = await b.get_task(GetTaskRequest(id=task_id))
+            subscription = aiter(b.subscribe(SubscribeToTaskRequest(id=task_id)))
+            first_seen = await anext(subscription)
+            held.sendall(b"go\n")
+            held.close()
+            followed = await asyncio.wait_for(drain(subscription), BOUND)
+            sent = await asyncio.wait_for(sending, BOUND)
+    finally:
+        first.stop()
+        second.stop()
+    assert runner_pid in first.worker_pids + second.worker_pids
+    assert seen.status.state == TaskState.TASK_STATE_WORKING
+    assert first_seen.task.id == task_id
+    assert last_state(sent) == last_state(followed) == TaskState.TASK_STATE_COMPLETED
+    assert artifact_text(followed) == artifact_text(sent) == "Developer did: [hold] across workers [seen 1]"
+    assert gate.arrivals.empty()  # one model call
