@@ -21,7 +21,7 @@ PNG = base64.b64decode(
 PDF = b"%PDF-1.4\n1 0 obj<<>>endobj\ntrailer<<>>\n%%EOF\n"
 PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
 PDF_URL = "data:application/pdf;base64," + base64.b64encode(PDF).decode()
-API_KEY = "sk-test-attachments"
+API_KEY = "offline-test-value-attachments"
 MESSAGE = [{"role": "user", "content": [{"type": "input_text", "text": "Describe both."}, image_part(PNG, detail="low"),
                                         file_part(PDF, filename="r.pdf")]}]
 

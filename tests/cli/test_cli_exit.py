@@ -29,7 +29,7 @@ DEMO = "import sys\nsys.argv = ['agency-swarm', 'demo']\nfrom agency_swarm.__mai
 
 def test_a_model_it_cannot_reach_is_one_error_line_without_sdk_log_lines(tmp_path: Path) -> None:
     closed = free_port()  # nobody listens there: every model call fails to connect
-    done = run_cli(DEMO, tmp_path, OPENAI_API_KEY="sk-test-not-a-key", OPENAI_BASE_URL=f"http://127.0.0.1:{closed}/v1")
+    done = run_cli(DEMO, tmp_path, OPENAI_API_KEY="offline-test-value-not-a-key", OPENAI_BASE_URL=f"http://127.0.0.1:{closed}/v1")
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""  # no "Error streaming response", no "[non-fatal] Tracing request failed"
     lines = done.stdout.splitlines()
@@ -38,7 +38,7 @@ def test_a_model_it_cannot_reach_is_one_error_line_without_sdk_log_lines(tmp_pat
     [error] = [line for line in lines if "Error" in line]
     assert error.startswith("Error: ModelUnavailable: Agent 'CEO' (model 'gpt-4.1-mini'): the model API failed")
     assert "last: Connection error. Retries are set by" in error  # one period, not two
-    assert "sk-test-not-a-key" not in done.stdout
+    assert "offline-test-value-not-a-key" not in done.stdout
 
 
 STALLED_EXPORT = """

@@ -496,7 +496,7 @@ def test_unknown_top_level_and_nested_keys(tmp_path: Path) -> None:
 
 
 def test_credentials_are_refused_without_echoing_them(tmp_path: Path) -> None:
-    path = write(tmp_path, "a.yaml", "agents:\n  Lead:\n    model: gpt-4.1\n    api_key: sk-test-SECRET123\n")
+    path = write(tmp_path, "a.yaml", "agents:\n  Lead:\n    model: gpt-4.1\n    api_key: offline-SECRET123\n")
     error = load_error(path)
     assert (error.line, error.key) == (4, "agents.Lead.api_key")
     assert "never hold API keys" in str(error)

@@ -83,7 +83,7 @@ def test_cli_main_runs_the_demo(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_demo_uses_openai_when_a_key_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    secret = "sk-test-never-printed"
+    secret = "offline-test-value-never-printed"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     seen: list[Agency] = []
 

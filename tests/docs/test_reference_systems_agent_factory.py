@@ -226,7 +226,7 @@ def test_main_runs_offline_in_one_command() -> None:
 
 def test_main_uses_the_real_model_when_a_key_is_set(monkeypatch: pytest.MonkeyPatch,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-printed")
+    monkeypatch.setenv("OPENAI_API_KEY", "offline-test-value-never-printed")
     seen: dict[str, object] = {}
 
     async def fake_run(request: str, **kwargs: object) -> RunResult | None:

@@ -227,7 +227,7 @@ def test_main_rejects_bad_limits_and_a_file_as_log_dir(tmp_path: Path, capsys: p
 
 def test_main_uses_the_real_model_when_a_key_is_set(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-printed")
+    monkeypatch.setenv("OPENAI_API_KEY", "offline-test-value-never-printed")
     seen: list[Any] = []
 
     async def fake_solve(agency: Any, question: str, **kwargs: Any) -> Solution:

