@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import os
@@ -96,7 +97,7 @@ def drop_links(directory: str, links: str) -> None:
     os.rmdir(links)
 
 
-class FileBlobs:
+class FileBlobs(abc.ABC):
     """The attachment half of FileThreadStore (see `AttachmentStore`); it uses the store's directory, its chat
     paths and its checks."""
 
@@ -104,11 +105,11 @@ class FileBlobs:
     _dir: str
     _durable: bool
 
-    def _path(self, chat_id: str) -> str:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _path(self, chat_id: str) -> str: ...
 
-    def _check_open(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _check_open(self) -> None: ...
 
     @property
     def _blob_lock(self) -> asyncio.Lock:

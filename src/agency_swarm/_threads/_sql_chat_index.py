@@ -8,6 +8,7 @@ the index's first use in each process.
 
 from __future__ import annotations
 
+import abc
 import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -50,7 +51,7 @@ def _entry(row: Any) -> ChatEntry:
     return ChatEntry(str(row[0]), str(row[1]), None if row[2] is None else str(row[2]), int(row[3]), int(row[4]))
 
 
-class _SQLChatIndex:
+class _SQLChatIndex(abc.ABC):
     """What both databases share: each operation through the store's guard (StoreError, the URL's password
     redacted), the table made once per process."""
 
@@ -64,14 +65,14 @@ class _SQLChatIndex:
             self._made = True
         return await self._store._guard(operation, call)
 
-    async def _make(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def _make(self) -> None: ...
 
-    async def _fetch(self, query: str, *args: Any) -> list[Any]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def _fetch(self, query: str, *args: Any) -> list[Any]: ...
 
-    def _list_query(self, after: tuple[int, str] | None, limit: int) -> tuple[str, list[Any]]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _list_query(self, after: tuple[int, str] | None, limit: int) -> tuple[str, list[Any]]: ...
 
     async def chat_owner(self, chat_id: str) -> str | None:
         rows = await self._call(f"read the owner of chat {chat_id!r}", lambda: self._fetch(self._owner, chat_id))

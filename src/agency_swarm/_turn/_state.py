@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -168,12 +169,12 @@ class Turn:
         return None if items is None or blocked else self.thread.add(items)
 
 
-class RemoteMember:
+class RemoteMember(abc.ABC):
     """A chart member whose turns run in another service (`RemoteAgent`): the loop hands its turns to it."""
 
+    @abc.abstractmethod
     async def remote_turn(self, turn: Turn, message: Message | None, additional_instructions: str | None) -> None:
         """The member's whole turn on `turn.thread`, as the loop's own (`message=None`: resume it)."""
-        raise NotImplementedError
 
 
 AgentTurn = Callable[[Turn, "Message | None", "str | None"], Coroutine[Any, Any, None]]
