@@ -32,8 +32,6 @@ from ..._base._redact import secret_free_logger
 from ..._remote._protocol import INTERRUPTIONS, META, is_progress, meta_of
 from ..._turn._results import RunResult
 from ...durable import DurableTurns, Observed, TurnFailed
-from .._auth._principal import PRINCIPAL_KEY, Principal
-from .._auth._principal import RequestContext as CallerContext
 from ._executor import (
     CANCELED_TEXT,
     AgencyExecutor,
@@ -44,6 +42,7 @@ from ._executor import (
     _interruptions,
     _progress,
     _refuse,
+    with_caller,
 )
 from ._stream import StoreEvents
 from ._tasks import TERMINAL, StoreTasks, new_task_id
@@ -186,9 +185,7 @@ class DurableSends:
         except Refused as refusal:
             await _refuse(updater, str(refusal), paused)
             return
-        principal = context.state.get(PRINCIPAL_KEY)
-        if isinstance(principal, Principal):  # tools see the caller, as on the chat routes
-            job.context = CallerContext(principal, updater.context_id)
+        with_caller(job, context, updater.context_id)
         key = updater.task_id if current is None else f"{updater.task_id}:{message.message_id}"
         turn_id = self.turns.turn_id(updater.context_id, key, resume=job.text is None)
         # Working (with the turn to cancel) before the turn is queued: its step's writes come after this one.

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Message, Part, Task, TaskState, TaskStatus
@@ -63,6 +64,13 @@ class Job:
     reject: dict[str, str | None] = field(default_factory=dict)
 
 
+def with_caller(job: Job, context: ServerCallContext, chat_id: str) -> None:
+    """Tools of the job's turn see the caller the request's context holds, as on the chat routes."""
+    principal = context.state.get(PRINCIPAL_KEY)
+    if isinstance(principal, Principal):
+        job.context = CallerContext(principal, chat_id)
+
+
 class AgencyExecutor(AgentExecutor):
     """Runs one turn of the agency per A2A request, in the chat the task's context id names."""
 
@@ -84,9 +92,7 @@ class AgencyExecutor(AgentExecutor):
         except Refused as refusal:
             await _refuse(updater, str(refusal), current if waiting else None)
             return
-        principal = context.call_context.state.get(PRINCIPAL_KEY)
-        if isinstance(principal, Principal):  # tools see the caller, as on the chat routes
-            job.context = CallerContext(principal, chat_id)
+        with_caller(job, context.call_context, chat_id)
         token = CALLER_DEPTH.set(job.depth)
         try:
             if self.tasks is None:

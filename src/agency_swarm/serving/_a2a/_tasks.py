@@ -48,7 +48,7 @@ TASK_KEY = "a2a->task"
 INDEX_KEY = "a2a->tasks"
 TASK_ID = re.compile(r"[0-9a-f]{32}")
 SAVE_BOUND = 30.0
-"""Seconds a turn waits for its task's working state to be stored before it starts anyway."""
+"""Seconds a turn waits for its task's working state to be stored (or its save to fail); past it the turn fails."""
 TERMINAL = frozenset({"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"})
 WRITING = "agency_swarm.a2a-writing"
 """In a ServerCallContext's state: True while the request writes (sends a message, cancels). The state's
