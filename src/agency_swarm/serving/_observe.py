@@ -7,10 +7,10 @@ import contextlib
 import importlib
 import json
 import os
+import random
 import re
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -123,8 +123,12 @@ def route_of(path: str) -> str:
 
 
 def _request_id(scope: Scope) -> str:
+    """The client's `X-Request-ID` when it is a plain token, else 32 new hex digits (an id for log lines and
+    support, not a secret: `random`, which each worker process seeds on its own, not the OS's entropy per request)."""
     given = next((value for key, value in scope["headers"] if key.lower() == REQUEST_ID_HEADER), None)
-    return given.decode() if given is not None and _GOOD_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+    if given is not None and _GOOD_REQUEST_ID.fullmatch(given):
+        return str(given.decode())
+    return f"{random.getrandbits(128):032x}"
 
 
 class RequestWatch:
@@ -132,7 +136,8 @@ class RequestWatch:
     new one; sent back), its span, and its 4xx counted by error type."""
 
     def __init__(self, app: ASGIApp, *, tracer: Any, metrics: Any) -> None:
-        self.app, self.tracer, self.metrics = app, tracer, metrics
+        self.app, self.metrics = app, metrics
+        self.spans = None if tracer is None else _HttpSpans(tracer)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -140,18 +145,19 @@ class RequestWatch:
             return
         note = RequestNote(_request_id(scope))
         token = REQUEST.set(note)
-        span = None if self.tracer is None else _http_span(self.tracer, scope, note)
+        spans = self.spans
+        span = None if spans is None else spans.start(scope, note)
         status = [500]
         watched = _watched_send(send, note, status, self.metrics)
         try:
-            if span is None:
+            if spans is None:
                 await self.app(scope, receive, watched)
             else:
-                await _in_span(self.app, span, scope, receive, watched)
+                await spans.within(span, self.app, scope, receive, watched)
         finally:
             REQUEST.reset(token)
-            if span is not None:
-                _end_http_span(span, status[0], note)
+            if spans is not None:
+                spans.end(span, status[0], note)
 
 
 def _watched_send(send: Send, note: RequestNote, status: list[int], metrics: Any) -> Send:
@@ -178,44 +184,63 @@ def _count_failure(metrics: Any, status: int, body: bytes, note: RequestNote) ->
     metrics.request_failed(status, reason, store_error_counted=note.store_error_counted)
 
 
-def _http_span(tracer: Any, scope: Scope, note: RequestNote) -> Any:
-    from opentelemetry.propagate import extract
-    from opentelemetry.trace import SpanKind
+class _HttpSpans:
+    """Each request's SERVER span, the root of its trace unless its headers carry a trace context. The
+    OpenTelemetry API is imported once here (tracing is an extra), not on every request."""
 
-    from .._telemetry._spans import SCOPE_HEADERS
+    def __init__(self, tracer: Any) -> None:
+        from opentelemetry import context, propagate, trace
+        from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    route = route_of(scope["path"])
-    return tracer.start_span(
-        f"{scope['method']} {route}", context=extract(scope["headers"], getter=SCOPE_HEADERS), kind=SpanKind.SERVER,
-        attributes={"http.request.method": scope["method"], "http.route": route,
-                    "agency_swarm.request_id": note.request_id},
-    )
+        from .._telemetry._spans import SCOPE_HEADERS
 
+        self.tracer, self.context, self.trace, self.propagate = tracer, context, trace, propagate
+        self.server, self.error = SpanKind.SERVER, Status(StatusCode.ERROR)
+        self.headers = SCOPE_HEADERS
+        self._fields: tuple[Any, frozenset[bytes]] = (None, frozenset())
 
-async def _in_span(app: ASGIApp, span: Any, scope: Scope, receive: Receive, send: Send) -> None:
-    """The request handled with its span current: the turns it starts are spans under it."""
-    from opentelemetry import context, trace
+    def _read_fields(self) -> frozenset[bytes]:
+        """The header names the global propagator reads (worked out again only when another one is installed)."""
+        propagator = self.propagate.get_global_textmap()
+        if self._fields[0] is not propagator:
+            self._fields = (propagator, frozenset(name.lower().encode("latin-1") for name in propagator.fields))
+        return self._fields[1]
 
-    token = context.attach(trace.set_span_in_context(span))
-    try:
-        await app(scope, receive, send)
-    finally:
-        context.detach(token)
+    def _parent(self, headers: list[tuple[bytes, bytes]]) -> Any:
+        """The trace context the request's headers carry; an empty context (a new trace) when they carry none of
+        the fields the propagators read, without asking each propagator to look."""
+        fields = self._read_fields()
+        if not any(key.lower() in fields for key, _ in headers):
+            return self.context.Context()
+        return self.propagate.extract(headers, getter=self.headers)
 
+    def start(self, scope: Scope, note: RequestNote) -> Any:
+        route = route_of(scope["path"])
+        return self.tracer.start_span(
+            f"{scope['method']} {route}", context=self._parent(scope["headers"]), kind=self.server,
+            attributes={"http.request.method": scope["method"], "http.route": route,
+                        "agency_swarm.request_id": note.request_id},
+        )
 
-def _end_http_span(span: Any, status: int, note: RequestNote) -> None:
-    from opentelemetry.trace import Status, StatusCode
+    async def within(self, span: Any, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
+        """The request handled with its span current: the turns it starts are spans under it."""
+        token = self.context.attach(self.trace.set_span_in_context(span))
+        try:
+            await app(scope, receive, send)
+        finally:
+            self.context.detach(token)
 
-    status = abs(status)
-    if not span.is_recording():  # sampled out
+    def end(self, span: Any, status: int, note: RequestNote) -> None:
+        status = abs(status)
+        if not span.is_recording():  # sampled out
+            span.end()
+            return
+        span.set_attribute("http.response.status_code", status)
+        if note.principal is not None:
+            span.set_attribute("enduser.id", note.principal)
+        if status >= 500:
+            span.set_status(self.error)
         span.end()
-        return
-    span.set_attribute("http.response.status_code", status)
-    if note.principal is not None:
-        span.set_attribute("enduser.id", note.principal)
-    if status >= 500:
-        span.set_status(Status(StatusCode.ERROR))
-    span.end()
 
 
 class NotePrincipal:
