@@ -49,6 +49,9 @@ SLOW_TESTS = frozenset({  # in otherwise quick modules: each starts a process of
     "test_serve_uses_the_agency_files_store_so_chats_survive_a_restart", "test_the_installed_command_runs_one_turn",
     "test_ctrl_c_cancels_the_turn_keeps_it_saved_and_a_second_ctrl_c_exits",
     "test_stores_and_cost_types_load_on_first_use", "test_a_worker_builds_its_app_from_the_environment",
+    "test_spans_still_queued_are_exported_at_interpreter_exit",
+    "test_a_forked_child_exports_its_own_spans_on_a_connection_of_its_own",
+    "test_an_application_tracer_provider_gets_sdk_spans_and_nothing_goes_to_the_variables_endpoint",
     "test_an_agency_file_is_built_on_the_workers_store", "test_no_test_asserts_on_elapsed_time",
 })
 

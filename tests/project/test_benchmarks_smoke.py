@@ -159,3 +159,15 @@ def test_the_serving_overhead_benchmark_prints_each_condition_and_its_cost() -> 
         assert re.fullmatch(r"\d+\.\d{3}", row[6]), row
     assert rows[0][8] == "–"
     assert all(re.fullmatch(r"[+-]\d+\.\d %", row[8]) for row in rows[1:]), rows
+
+
+def test_the_span_cost_benchmark_prints_both_pipelines() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "span_cost.py"), "--rounds", "1", "--turns", "10"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.strip("| ").split(" | ") for line in proc.stdout.splitlines() if line.startswith("| ")][1:]
+    assert [row[0] for row in rows] == ["light (agency_swarm)", "OpenTelemetry SDK"]
+    cell = r"-?[\d,]+\.\d \(-?[\d,]+\.\d–-?[\d,]+\.\d\)"
+    assert all(re.fullmatch(cell, value) for row in rows for value in row[1:]), proc.stdout

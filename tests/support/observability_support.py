@@ -3,7 +3,9 @@ CEO -> Developer -> QA agency the observability tests serve."""
 
 from __future__ import annotations
 
+import gzip
 import threading
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,7 +41,18 @@ class Receiver:
     spans: list[Span] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     raw: list[bytes] = field(default_factory=list)
+    """Each export's body, decompressed."""
     changed: threading.Condition = field(default_factory=threading.Condition)
+    requests: list[ExportTraceServiceRequest] = field(default_factory=list)
+    """Each export, decoded whole."""
+    headers: list[dict[str, str]] = field(default_factory=list)
+    """Each export's HTTP headers, names lowercased."""
+    wire: list[bytes] = field(default_factory=list)
+    """Each export's body as it came (compressed when the sender compressed it)."""
+    answers: list[int] = field(default_factory=list)
+    """Status codes to answer the next exports with, in order (a 503 says `Retry-After: 0`); then 200."""
+    open: threading.Event = field(default_factory=threading.Event)
+    """Cleared: an export waits (unanswered) until it is set again."""
 
     def wait_for(self, done: Callable[[list[Span]], bool], timeout: float) -> bool:
         """Until `done(spans)` holds (True), or `timeout` seconds passed without it (False): each export wakes it."""
@@ -52,34 +65,56 @@ def _value(value: Any) -> Any:
     return getattr(value, kind) if kind is not None else None
 
 
+def _decompressed(body: bytes, encoding: str | None) -> bytes:
+    if encoding == "gzip":
+        return gzip.decompress(body)
+    if encoding == "deflate":
+        return zlib.decompress(body)
+    return body
+
+
+def _received(receiver: Receiver, request: ExportTraceServiceRequest) -> None:
+    for resource in request.resource_spans:
+        for scope in resource.scope_spans:
+            for span in scope.spans:
+                receiver.spans.append(Span(
+                    span.name, span.span_id, span.parent_span_id, span.trace_id,
+                    {item.key: _value(item.value) for item in span.attributes}, span.status.code,
+                ))
+
+
 @contextmanager
 def otlp_receiver() -> Iterator[Receiver]:
     """An OTLP/HTTP trace receiver on a free port of 127.0.0.1; `spans` holds what it was sent, decoded."""
-    received: list[Span] = []
-    paths: list[str] = []
-    raw: list[bytes] = []
-    changed = threading.Condition()
+    receiver = Receiver("")
+    receiver.open.set()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["content-length"]))
-            paths.append(self.path)
-            raw.append(body)
+            receiver.open.wait(60)
+            wire = self.rfile.read(int(self.headers["content-length"]))
+            answer = receiver.answers.pop(0) if receiver.answers else 200
+            body = _decompressed(wire, self.headers.get("content-encoding"))
             request = ExportTraceServiceRequest()
             request.ParseFromString(body)
-            with changed:
-                for resource in request.resource_spans:
-                    for scope in resource.scope_spans:
-                        for span in scope.spans:
-                            received.append(Span(
-                                span.name, span.span_id, span.parent_span_id, span.trace_id,
-                                {item.key: _value(item.value) for item in span.attributes}, span.status.code,
-                            ))
-                changed.notify_all()
+            with receiver.changed:
+                receiver.paths.append(self.path)
+                receiver.wire.append(wire)
+                receiver.raw.append(body)
+                receiver.headers.append({name.lower(): value for name, value in self.headers.items()})
+                if answer == 200:
+                    receiver.requests.append(request)
+                    _received(receiver, request)
+                receiver.changed.notify_all()
+            self._answer(answer)
+
+        def _answer(self, status: int) -> None:
             answer = ExportTraceServiceResponse().SerializeToString()
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("content-type", "application/x-protobuf")
             self.send_header("content-length", str(len(answer)))
+            if status == 503:
+                self.send_header("retry-after", "0")
             self.end_headers()
             self.wfile.write(answer)
 
@@ -87,14 +122,25 @@ def otlp_receiver() -> Iterator[Receiver]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
+    receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        yield Receiver(f"http://127.0.0.1:{server.server_address[1]}", received, paths, raw, changed)
+        yield receiver
     finally:
+        receiver.open.set()
         server.shutdown()
         server.server_close()
         thread.join(30)
+
+
+def drop_pipelines() -> None:
+    """Stop and forget the tracers made from the environment (a later test's variables make new ones)."""
+    from agency_swarm._telemetry import _otel
+
+    for pipeline in _otel._PIPELINES.values():
+        pipeline.shutdown(timeout_millis=0)
+    _otel._PIPELINES.clear()
 
 
 @function_tool

@@ -26,6 +26,7 @@ from observability_support import (
     Span,
     build_nested_agency,
     build_priced_agency,
+    drop_pipelines,
     otlp_receiver,
 )
 
@@ -43,6 +44,7 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
         monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
         monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
         yield found
+        drop_pipelines()
 
 
 def client_of(app: Any) -> httpx.AsyncClient:

@@ -264,7 +264,7 @@ def check_observability(metrics: bool, log_format: str) -> None:
     if metrics:
         require_extra("metrics", "prometheus_client", needed_by="serve --metrics")
     if tracing_wanted():
-        for module in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+        for module in ("opentelemetry.sdk", "opentelemetry.proto", "requests"):
             if not _importable(module):
                 raise MissingExtra("otel", module, "Tracing (OTEL_EXPORTER_OTLP_*)")
 
