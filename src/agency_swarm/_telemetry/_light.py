@@ -115,13 +115,21 @@ class LightTracer(trace.Tracer):
     ) -> trace.Span:
         parent = _get_current_span(context)
         if parent.__class__ is LightSpan:  # local and recorded: its trace and decision, as parent-based sampling
-            return LightSpan(
-                self, name, parent.trace_id, self.new_span_id(), parent.trace_flags, parent.trace_state,
-                parent.span_id, False, kind, clean_attributes(attributes, self.max_attributes),
-                start_time or time_ns(), (record_exception, set_status_on_exception),
-            )._with_links(links)
+            return self.child(parent, name, kind, attributes, start_time, (record_exception, set_status_on_exception)
+                              )._with_links(links)
         return self._sampled(name, context, parent.get_span_context(), kind, attributes, links, start_time,
                              (record_exception, set_status_on_exception))
+
+    def child(
+        self, parent: LightSpan, name: str, kind: SpanKind = SpanKind.INTERNAL, attributes: types.Attributes = None,
+        start_time: int | None = None, on_exception: tuple[bool, bool] = (True, True),
+    ) -> LightSpan:
+        """A span under `parent` (a span of this process, recorded): what `start_span` makes for a context holding
+        it, without the context."""
+        return LightSpan(
+            self, name, parent.trace_id, self.new_span_id(), parent.trace_flags, parent.trace_state, parent.span_id,
+            False, kind, clean_attributes(attributes, self.max_attributes), start_time or time_ns(), on_exception,
+        )
 
     def _sampled(
         self, name: str, context: Context | None, parent: SpanContext, kind: SpanKind, attributes: types.Attributes,

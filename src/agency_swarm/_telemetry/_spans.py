@@ -15,11 +15,15 @@ from opentelemetry import trace
 from opentelemetry.propagators.textmap import Getter
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from ._light import LightSpan, LightTracer
+
 AttributeValue = str | int | float | bool
 
 
 def start(tracer: Any, name: str, parent: Any, attributes: Mapping[str, AttributeValue]) -> Any:
     """A started span under `parent` (a span), or under the current context's span when `parent` is None."""
+    if parent.__class__ is LightSpan and tracer.__class__ is LightTracer:
+        return tracer.child(parent, name, attributes=attributes)
     context = None if parent is None else trace.set_span_in_context(parent)
     return tracer.start_span(name, context=context, kind=SpanKind.INTERNAL, attributes=attributes)
 
