@@ -46,28 +46,39 @@ class Metrics:
             "agency_swarm_rejected_requests", "Requests answered 4xx, by reason (the error type).",
             ["reason"],
         )
+        self._ended: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._called: dict[tuple[str, str], _ModelSeries] = {}
+        """Each label set's series, looked up once (a series stays until the process ends)."""
 
     def turn_started(self) -> None:
         self.active.inc()
 
     def turn_ended(self, agent: str, outcome: str, seconds: float) -> None:
         self.active.dec()
-        self.turns.labels(outcome).inc()
-        self.turn_seconds.labels(agent).observe(seconds)
+        series = self._ended.get((agent, outcome))
+        if series is None:
+            series = self._ended[(agent, outcome)] = (self.turns.labels(outcome), self.turn_seconds.labels(agent))
+        series[0].inc()
+        series[1].observe(seconds)
 
     def model_called(self, agent: str, model: str, seconds: float, usage: Any, error: BaseException | None) -> None:
-        self.model_seconds.labels(agent, model).observe(seconds)
+        series = self._called.get((agent, model))
+        if series is None:
+            series = self._called[(agent, model)] = _ModelSeries(self, agent, model)
+        series.seconds.observe(seconds)
         if error is not None:
             self.model_errors.labels(agent, model).inc()
         if usage is None:
             return
-        self.tokens.labels(agent, model, "input").inc(usage.input_tokens or 0)
-        self.tokens.labels(agent, model, "output").inc(usage.output_tokens or 0)
+        series.input_tokens.inc(usage.input_tokens or 0)
+        series.output_tokens.inc(usage.output_tokens or 0)
         price = price_of(model)
         if price is not None:
             totals = UsageTotals()
             totals.add(usage)
-            self.cost.labels(agent, model).inc(price.of(totals))
+            if series.cost is None:  # a model without a price has no cost series at all
+                series.cost = self.cost.labels(agent, model)
+            series.cost.inc(price.of(totals))
 
     def request_failed(self, status: int, reason: str, *, store_error_counted: bool) -> None:
         """A 4xx response (rejected, by its error type), or a 503 because the store failed (counted once)."""
@@ -75,6 +86,18 @@ class Metrics:
             self.rejected.labels(reason).inc()
         elif reason == "store_unavailable" and not store_error_counted:
             self.store_errors.inc()
+
+
+class _ModelSeries:
+    """The series one agent's calls to one model count into."""
+
+    __slots__ = ("cost", "input_tokens", "output_tokens", "seconds")
+
+    def __init__(self, metrics: Metrics, agent: str, model: str) -> None:
+        self.seconds = metrics.model_seconds.labels(agent, model)
+        self.input_tokens = metrics.tokens.labels(agent, model, "input")
+        self.output_tokens = metrics.tokens.labels(agent, model, "output")
+        self.cost: Any = None
 
 
 _METRICS: Metrics | None = None
