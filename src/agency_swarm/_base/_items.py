@@ -31,17 +31,17 @@ def stored_item(item: Any) -> dict[str, Any]:
 
 
 def _plain_fields(model: Any) -> dict[str, Any] | None:
-    """Set fields in declaration order (pydantic keeps `__dict__` so), when every value is a str or None."""
+    """Set fields in declaration order (pydantic keeps `__dict__` so), when every value is a str or None.
+
+    Copied whole and the unset fields deleted (a dict's order survives deletions): the work is per unset field,
+    not per field, and the type check runs in C."""
     if model.__pydantic_extra__:
         return None
-    fields = model.__pydantic_fields_set__
-    out: dict[str, Any] = {}
-    for name, value in model.__dict__.items():
-        if name in fields:
-            if value is not None and type(value) is not str:
-                return None
-            out[name] = value
-    return out
+    values = model.__dict__
+    out = dict(values)
+    for name in values.keys() - model.__pydantic_fields_set__:
+        del out[name]
+    return out if _STR_OR_NONE.issuperset(map(type, out.values())) else None
 
 
 def _message(message: ResponseOutputMessage) -> dict[str, Any] | None:
@@ -58,13 +58,18 @@ def _message(message: ResponseOutputMessage) -> dict[str, Any] | None:
             parts.append({"annotations": [], "text": part.text, "type": part.type, "logprobs": part.logprobs})
         else:  # a field left unset: keep pydantic's exact choice
             return None
+    values = message.__dict__  # then as `_plain_fields`, the content in its place
     fields = message.__pydantic_fields_set__
-    result: dict[str, Any] = {}
-    for name, value in message.__dict__.items():
-        if name in fields:
-            if name == "content":
-                value = parts
-            elif value is not None and type(value) is not str:
-                return None
-            result[name] = value
-    return result
+    if "content" not in fields:
+        return None
+    out = dict(values)
+    for name in values.keys() - fields:
+        del out[name]
+    out["content"] = None  # the others must be str or None
+    if not _STR_OR_NONE.issuperset(map(type, out.values())):
+        return None
+    out["content"] = parts
+    return out
+
+
+_STR_OR_NONE = frozenset({str, type(None)})
