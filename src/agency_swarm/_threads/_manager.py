@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +27,7 @@ from ._store import (
     ThreadStore,
     validated_threads,
 )
-from ._thread import ConversationThread, ItemListener
+from ._thread import ConversationThread, ItemListener, ThreadHost
 from ._thread_items import (
     drop_lost_reasoning,
     ends_with_reasoning,
@@ -130,9 +130,13 @@ class ThreadManager:
         """None: this process's memory only (the threads here are the store; nothing is copied)."""
         self.attachments = Attachments(store, attachment_limits or DEFAULT_LIMITS)
         """The limits messages' images and files are checked against, and the bytes loaded chats refer to."""
+        self.store_turn_lock: Callable[[str], AbstractAsyncContextManager[ChatVersion | None] | None] | None = (
+            getattr(store, "turn_lock", None))
+        """The store's own turn lock, shared with other processes (and managers), if it has one."""
         self.saves_turns = getattr(store, "end_turn", None) is not None
         """The store wants the whole chat at the end of each top-level turn (`save`)."""
         self._listeners: list[ItemListener] = []
+        self._host = ThreadHost(store, self._listeners, self._reread, self.attachments)  # what every thread shares
         self._chats: dict[str, dict[str, ConversationThread]] = {}
         self._loaded: OrderedDict[str, None] = OrderedDict()  # least recently used first
         self._locks: dict[str, asyncio.Lock] = {}
@@ -163,9 +167,7 @@ class ThreadManager:
         key = f"{sender}->{recipient}"
         thread = threads.get(key)
         if thread is None:
-            thread = threads[key] = ConversationThread(
-                chat_id, sender, recipient, None, self.store, self._listeners, self._reread, self.attachments
-            )
+            thread = threads[key] = ConversationThread(chat_id, sender, recipient, host=self._host, key=key)
         return thread
 
     def threads_of(self, chat_id: str) -> list[ConversationThread]:
@@ -229,8 +231,8 @@ class ThreadManager:
         A store with a turn lock is shared between processes, so inside that lock what others added to the chat is
         read (`catch_up`; a caller that is about to delete the chat has no use for it).
         """
-        turn_lock = getattr(self.store, "turn_lock", None)
-        store_lock = turn_lock(chat_id) if turn_lock is not None else None
+        turn_lock = self.store_turn_lock
+        store_lock = None if turn_lock is None else turn_lock(chat_id)
         if store_lock is None:
             return self.lock(chat_id)  # an asyncio.Lock is itself the context manager: nothing added per turn
         return self._held(chat_id, store_lock, catch_up)
@@ -303,13 +305,11 @@ class ThreadManager:
 
     def is_loaded(self, chat_id: str) -> bool:
         """Whether the chat is ready in memory (then marked as just used); if not, `await ensure_loaded` first."""
+        if self.store is None:  # this process's memory is the store: every chat is loaded, none ever leaves
+            return True
         loaded = self._loaded
         if chat_id in loaded:
-            if self.store is not None:  # only chats that are in a store ever leave memory
-                loaded.move_to_end(chat_id)
-            return True
-        if self.store is None:
-            loaded[chat_id] = None
+            loaded.move_to_end(chat_id)
             return True
         return False
 
@@ -352,10 +352,7 @@ class ThreadManager:
             sender, recipient = key.split("->", 1)
             thread = threads.get(key)
             if thread is None:
-                thread = threads[key] = ConversationThread(
-                    chat_id, sender, recipient, store=self.store, listeners=self._listeners, on_unknown=self._reread,
-                    attachments=self.attachments,
-                )
+                thread = threads[key] = ConversationThread(chat_id, sender, recipient, host=self._host)
             if at_end:
                 thread.add_stored(items)  # the thread keeps its model view and marks' index up, as with its own
             else:

@@ -20,16 +20,42 @@ class ItemListener(Protocol):
     def __call__(self, thread: ConversationThread, item: Item) -> None: ...
 
 
+class ThreadHost:
+    """What every thread of one manager shares, made once per manager: its store and, for a memory store, the
+    store's synchronous append (`immediate_append`), the item listeners (the manager's own list), what to call when
+    an append's outcome is unknown, and the attachments."""
+
+    __slots__ = ("append_now", "attachments", "listeners", "on_unknown", "store")
+
+    def __init__(
+        self,
+        store: ThreadStore | None = None,
+        listeners: list[ItemListener] | None = None,
+        on_unknown: Callable[[str], None] | None = None,
+        attachments: Attachments | None = None,
+    ) -> None:
+        self.store = store
+        self.append_now = immediate_append(store)
+        self.listeners = listeners if listeners is not None else []
+        self.on_unknown = on_unknown
+        self.attachments = attachments
+
+
 class ConversationThread:
     """The items one recipient's model sees on one sender->recipient pair of one chat, in order.
 
     With a store, items join `items` only once the store took them: an append that fails leaves the thread as the
     store has it. An append whose outcome is unknown (cancelled half-way, or a failure after which the store may
     hold the items) calls `on_unknown(chat_id)`: the ThreadManager then reads the chat from the store again.
+
+    Flags: `has_marks`, the thread holds approval bookkeeping items (`CALL_MARKS`), which the model must not be
+    handed; `has_attachments`, it holds images or files, which the model reads resolved (`model_view`);
+    `has_send_ids`, incoming messages keep the call id of the send that brought them, which the model must not be
+    handed; `lent`, `items` itself was handed to a model as its input: `writable` copies it first if anyone still
+    holds it.
     """
 
-    __slots__ = ("_append_now", "_attachments", "_index", "_listeners", "_on_unknown", "_store", "_view",
-                 "_view_length", "_view_lent", "_view_markers", "chat_id",
+    __slots__ = ("_host", "_index", "_view", "_view_length", "_view_lent", "_view_markers", "chat_id",
                  "has_attachments", "has_marks", "has_send_ids", "items", "key", "lent", "recipient", "sender")
 
     def __init__(
@@ -42,30 +68,29 @@ class ConversationThread:
         listeners: list[ItemListener] | None = None,
         on_unknown: Callable[[str], None] | None = None,
         attachments: Attachments | None = None,
+        *,
+        host: ThreadHost | None = None,
+        key: str | None = None,
     ) -> None:
         self.chat_id = chat_id
         self.sender = sender
         self.recipient = recipient
-        self.key = f"{sender}->{recipient}"
-        self.items: list[Item] = items if items is not None else []
-        self.has_marks = bool(self.items) and has_call_marks(self.items)
-        """The thread holds approval bookkeeping items (`CALL_MARKS`), which the model must not be handed."""
-        self.has_attachments = bool(self.items) and any_attachments(self.items)
-        """The thread holds images or files: the model reads them resolved (`model_view`)."""
-        self.has_send_ids = bool(self.items) and has_send_ids(self.items)
-        """Incoming messages keep the call id of the send that brought them, which the model must not be handed."""
+        self.key = f"{sender}->{recipient}" if key is None else key
+        self._host = host if host is not None else ThreadHost(store, listeners, on_unknown, attachments)
         self._index: ThreadIndex | None = None  # built when first asked (`index`), kept up with appends
-        self._attachments = attachments
-        self._view_markers = False
-        self.lent = False
-        """`items` itself was handed to a model as its input: `writable` copies it first if anyone still holds it."""
         self._view: list[Item] | None = None  # `model_view`'s list, and how many of `items` it has seen
         self._view_length = 0
         self._view_lent = False
-        self._store = store
-        self._append_now = immediate_append(store)
-        self._listeners = listeners if listeners is not None else []  # shared with the manager
-        self._on_unknown = on_unknown
+        self._view_markers = False
+        self.lent = False
+        if items:
+            self.items: list[Item] = items
+            self.has_marks = has_call_marks(items)
+            self.has_attachments = any_attachments(items)
+            self.has_send_ids = has_send_ids(items)
+        else:  # a new thread: nothing to look for
+            self.items = items if items is not None else []
+            self.has_marks = self.has_attachments = self.has_send_ids = False
 
     async def append(self, item: Item) -> None:
         """Add one item and persist it before returning."""
@@ -82,17 +107,18 @@ class ConversationThread:
         done already (no store, or a memory store: nothing to wait for)."""
         if not items:
             return None
-        store = self._store
+        host = self._host
+        store = host.store
         if store is not None:
             kept = items
-            if self.has_attachments and self._attachments is not None and self._attachments.inline:
-                kept = self._attachments.inlined(items)  # a store without bytes of its own keeps them inline
-            append_now = self._append_now
+            if self.has_attachments and host.attachments is not None and host.attachments.inline:
+                kept = host.attachments.inlined(items)  # a store without bytes of its own keeps them inline
+            append_now = host.append_now
             if append_now is None:
                 return self._stored(store, items, kept)
             append_now(self.chat_id, self.key, kept)
         self._grow(items)
-        if self._listeners:
+        if host.listeners:
             self._tell(items)
         return None
 
@@ -102,11 +128,12 @@ class ConversationThread:
         except (ItemTooLarge, ConfigError):
             raise  # refused before anything was written: the thread stays as the store has it
         except BaseException:
-            if self._on_unknown is not None:  # the store may hold the items or not: it is the one to ask
-                self._on_unknown(self.chat_id)
+            on_unknown = self._host.on_unknown
+            if on_unknown is not None:  # the store may hold the items or not: it is the one to ask
+                on_unknown(self.chat_id)
             raise
         self._grow(items)
-        if self._listeners:
+        if self._host.listeners:
             self._tell(items)
 
     def add_stored(self, items: list[Item]) -> None:
@@ -118,8 +145,11 @@ class ConversationThread:
     def _grow(self, items: list[Item]) -> None:
         before = len(self.items)
         (self._owned() if self.lent else self.items).extend(items)
-        if not self.has_send_ids and has_send_ids(items):
-            self.has_send_ids = True
+        if not self.has_send_ids:
+            for item in items:
+                if SEND_CALL_ID in item:
+                    self.has_send_ids = True
+                    break
         index = self._index
         if index is not None and index.length == before:
             index.add(items)
@@ -165,8 +195,9 @@ class ConversationThread:
         shown = without_call_marks(items)  # marks are left out even before `has_marks` is set after adding one
         if self.has_send_ids:
             shown = [item if SEND_CALL_ID not in item else model_item_of(item) for item in shown]
-        if self.has_attachments and self._attachments is not None:
-            base64_of = self._attachments.base64_of
+        attachments = self._host.attachments
+        if self.has_attachments and attachments is not None:
+            base64_of = attachments.base64_of
             shown = [model_item(item, base64_of, markers) for item in shown]
         return shown
 
@@ -203,7 +234,7 @@ class ConversationThread:
 
     def _tell(self, items: list[Item]) -> None:
         for item in items:
-            for listener in self._listeners:
+            for listener in self._host.listeners:
                 listener(self, item)
 
     def __repr__(self) -> str:

@@ -14,16 +14,12 @@ INTERRUPTED_OUTPUT = "Error: this call was interrupted before it finished; its r
 
 def held_elsewhere(items: list[Item]) -> bool:
     """Does anyone but its thread hold this list? CPython counts references exactly; elsewhere, assume so."""
-    return _references(items) > _ALONE
-
-
-def _references(items: list[Item]) -> int:
-    return sys.getrefcount(items) if _COUNTS else _ALONE + 1
+    return not _COUNTS or sys.getrefcount(items) > _ALONE
 
 
 def _alone(items: list[Item]) -> int:
-    """`held_elsewhere`'s count, by the same calls, for a list only its holder's slot holds."""
-    return _references(items)
+    """`held_elsewhere`'s count, from a call as deep, for a list only its holder's slot holds."""
+    return sys.getrefcount(items) if _COUNTS else 0
 
 
 class _Holder:
