@@ -46,6 +46,7 @@ from ._writes import finish as finish
 ThreadsSnapshot = Threads
 MAX_CHAT_ID_CHARS = 200
 MAX_CHAT_ID_BYTES = 255
+_SHORT_ID = min(MAX_CHAT_ID_CHARS, MAX_CHAT_ID_BYTES // 4)  # a char is at most 4 UTF-8 bytes
 
 __all__ = [
     "ConversationThread",
@@ -59,6 +60,9 @@ __all__ = [
 
 def check_chat_id(chat_id: object) -> str:
     """Chat ids come from users and name files: only short, printable, path-free strings pass."""
+    if (type(chat_id) is str and 0 < len(chat_id) <= _SHORT_ID and chat_id.isprintable() and not chat_id.isspace()
+            and "/" not in chat_id and "\\" not in chat_id and chat_id not in (".", "..")):
+        return chat_id  # the usual id: every check below at once (short enough that its UTF-8 bytes fit too)
     if not isinstance(chat_id, str):
         raise InvalidChatId(f"chat_id must be a str, got {type(chat_id).__name__}.")
     if not chat_id:

@@ -144,12 +144,21 @@ class ConversationThread:
 
     def _grow(self, items: list[Item]) -> None:
         before = len(self.items)
-        (self._owned() if self.lent else self.items).extend(items)
+        if self.lent:  # as `_owned`, without its call: every model call's response comes this way
+            self.lent = False
+            if held_elsewhere(self.items):
+                self.items = list(self.items)
+        self.items.extend(items)
         if not self.has_send_ids:
             for item in items:
                 if SEND_CALL_ID in item:
                     self.has_send_ids = True
                     break
+        if self._index is not None or self._view is not None:
+            self._keep_up(items, before)
+
+    def _keep_up(self, items: list[Item], before: int) -> None:
+        """The index and the model view, when made, take the items the thread just got after its first `before`."""
         index = self._index
         if index is not None and index.length == before:
             index.add(items)
