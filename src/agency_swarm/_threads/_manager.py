@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -143,7 +143,7 @@ class ThreadManager:
         self._host = ThreadHost(store, self._listeners, self._reread, self.attachments)  # what every thread shares
         self._chats: dict[str, dict[str, ConversationThread]] = {}
         self._loaded: OrderedDict[str, None] = OrderedDict()  # least recently used first
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # made when first asked for
         self._unanswered: set[str] = set()
         self._unknown: set[str] = set()  # chats where an append's outcome is unknown: read again from the store
         self._versions: dict[str, int] = {}
@@ -224,10 +224,7 @@ class ThreadManager:
     # -- turn lifecycle ----------------------------------------------------------------------
     def lock(self, chat_id: str) -> asyncio.Lock:
         """Top-level turns of one chat run one after another, in arrival order (asyncio.Lock is fair)."""
-        lock = self._locks.get(chat_id)
-        if lock is None:
-            lock = self._locks[chat_id] = asyncio.Lock()
-        return lock
+        return self._locks[chat_id]
 
     def hold(self, chat_id: str, *, catch_up: bool = True) -> AbstractAsyncContextManager[object]:
         """Held for a whole top-level turn: this process's lock, then the store's turn lock if it has one.
@@ -236,9 +233,11 @@ class ThreadManager:
         read (`catch_up`; a caller that is about to delete the chat has no use for it).
         """
         turn_lock = self.store_turn_lock
-        store_lock = None if turn_lock is None else turn_lock(chat_id)
+        if turn_lock is None:
+            return self._locks[chat_id]  # an asyncio.Lock is itself the context manager: nothing added per turn
+        store_lock = turn_lock(chat_id)
         if store_lock is None:
-            return self.lock(chat_id)  # an asyncio.Lock is itself the context manager: nothing added per turn
+            return self._locks[chat_id]
         return self._held(chat_id, store_lock, catch_up)
 
     @asynccontextmanager

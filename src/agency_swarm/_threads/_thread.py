@@ -9,9 +9,10 @@ from typing import Protocol
 from .._attachments._view import any_attachments, model_item
 from .._base._errors import ConfigError, ItemTooLarge
 from ._blobs import Attachments
+from ._checks import CALL_MARKS
 from ._store import Item, ThreadStore, immediate_append
 from ._thread_index import ThreadIndex
-from ._thread_items import SEND_CALL_ID, has_call_marks, has_send_ids, held_elsewhere, model_item_of, without_call_marks
+from ._thread_items import SEND_CALL_ID, has_call_marks, has_send_ids, held_elsewhere, model_item_of
 
 
 class ItemListener(Protocol):
@@ -143,7 +144,8 @@ class ConversationThread:
         self._grow(items)
 
     def _grow(self, items: list[Item]) -> None:
-        before = len(self.items)
+        """Append items the store took. The model view and the index take them when next asked (`model_view`,
+        `index`): a thread's last answer, say, is never looked at until its next turn."""
         if self.lent:  # as `_owned`, without its call: every model call's response comes this way
             self.lent = False
             if held_elsewhere(self.items):
@@ -154,21 +156,6 @@ class ConversationThread:
                 if SEND_CALL_ID in item:
                     self.has_send_ids = True
                     break
-        if self._index is not None or self._view is not None:
-            self._keep_up(items, before)
-
-    def _keep_up(self, items: list[Item], before: int) -> None:
-        """The index and the model view, when made, take the items the thread just got after its first `before`."""
-        index = self._index
-        if index is not None and index.length == before:
-            index.add(items)
-        if self._view is not None:
-            if self._view_lent:
-                self._view_lent = False
-                if held_elsewhere(self._view):  # a model or a hook kept the view it was given: it stays as it was
-                    self._view = list(self._view)
-            self._view.extend(self._shown(items, self._view_markers))
-            self._view_length = len(self.items)
 
     def writable(self) -> list[Item]:
         """`items`, to change in place. A list lent to a model that someone (the model, a hook) still holds stays
@@ -187,23 +174,29 @@ class ConversationThread:
     def model_view(self, markers: bool = False) -> list[Item]:
         """`items` as a model may read them: without bookkeeping marks (`CALL_MARKS`), and with the images and files
         stored by reference resolved into their data (each after a marker naming its id, with `markers`: for an
-        agent that can pass them on). A thread with marks or attachments keeps this list up with its appends instead
-        of building it from the whole chat at every model call; it is lent like `items` (copied before it grows if
-        someone kept it) and built again after an in-place change."""
+        agent that can pass them on). A thread with marks or attachments keeps this list instead of building it
+        from the whole chat at every model call: it takes the items appended since it was last asked; it is lent
+        like `items` (copied before it grows if someone kept it) and built again after an in-place change."""
         if not (self.has_marks or self.has_attachments or self.has_send_ids):
             return self.items
-        if self._view is None or self._view_length != len(self.items) or self._view_markers != markers:
+        length = len(self.items)
+        if self._view is None or self._view_markers != markers or self._view_length > length:
             self._view = self._shown(self.items, markers)
-            self._view_length = len(self.items)
             self._view_markers = markers
+        elif self._view_length < length:
+            if self._view_lent and held_elsewhere(self._view):  # a model or a hook kept the view it was given:
+                self._view = list(self._view)  # it stays as it was
+            self._view.extend(self._shown(self.items[self._view_length:], markers))
+        self._view_length = length
         self._view_lent = True
         return self._view
 
     def _shown(self, items: list[Item], markers: bool) -> list[Item]:
-        """`items` as `model_view` shows them: a new list (its items are the given ones where nothing changes)."""
-        shown = without_call_marks(items)  # marks are left out even before `has_marks` is set after adding one
-        if self.has_send_ids:
-            shown = [item if SEND_CALL_ID not in item else model_item_of(item) for item in shown]
+        """`items` as `model_view` shows them: a new list (its items are the given ones where nothing changes).
+        Marks are left out even before `has_marks` is set after adding one; a send's call id wherever an item keeps
+        one (an item that does sets `has_send_ids`)."""
+        shown = [item if SEND_CALL_ID not in item else model_item_of(item) for item in items
+                 if item.get("type") not in CALL_MARKS]
         attachments = self._host.attachments
         if self.has_attachments and attachments is not None:
             base64_of = attachments.base64_of
@@ -213,11 +206,15 @@ class ConversationThread:
     @property
     def index(self) -> ThreadIndex:
         """Open calls, approval marks and turn marks of `items` (`ThreadIndex`): built in one pass when first asked,
-        then kept up with appends; built again after an in-place change (`writable`)."""
+        then it takes the items appended since it was last asked; built again after an in-place change
+        (`writable`)."""
         index = self._index
-        if index is None or index.length != len(self.items):
+        length = len(self.items)
+        if index is None or index.length > length:
             index = self._index = ThreadIndex()
             index.add(self.items)
+        elif index.length < length:
+            index.add(self.items[index.length:])
         return index
 
     def turn_begun(self, turn_id: str) -> int | None:

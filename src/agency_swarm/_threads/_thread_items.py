@@ -137,7 +137,9 @@ def has_send_ids(items: list[Item]) -> bool:
 
 def model_item_of(item: Item) -> Item:
     """A copy of an incoming message without the `send_call_id` it keeps."""
-    return {key: value for key, value in item.items() if key != SEND_CALL_ID}
+    shown = dict(item)
+    shown.pop(SEND_CALL_ID, None)
+    return shown
 
 
 def model_input(items: list[Item]) -> list[Item]:

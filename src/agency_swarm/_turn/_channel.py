@@ -63,22 +63,26 @@ async def drive(start: TurnStart, finished: Callable[[], None] | None = None) ->
         send, throw = turn.send, turn.throw
         value: Any = None
         error: BaseException | None = None
+        reader_left = False
         while True:
             try:
                 yielded = send(value) if error is None else throw(error)
+                while isinstance(yielded, Event):  # the reader gets it; then the turn goes on at once
+                    try:
+                        yield yielded
+                    except GeneratorExit:
+                        reader_left = True
+                        break
+                    yielded = send(None)
             except (StopIteration, ReaderLeft, TurnCancelled):  # over; or its `cancelled` event was the last
                 return  # (`result` raises it)
+            if reader_left:
+                break  # the turn unwinds below, its events going nowhere
             value = error = None
-            if isinstance(yielded, Event):
-                try:
-                    yield yielded
-                except GeneratorExit:
-                    break  # the reader left: the turn unwinds below, its events going nowhere
-            else:
-                try:
-                    value = await _PassThrough(yielded)
-                except BaseException as exc:  # cancelled, typically: the turn gets it where it waits
-                    error = exc
+            try:
+                value = await _PassThrough(yielded)
+            except BaseException as exc:  # cancelled, typically: the turn gets it where it waits
+                error = exc
         error = ReaderLeft()
         while True:
             try:

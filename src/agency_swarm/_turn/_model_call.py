@@ -139,11 +139,10 @@ async def _streamed(turn: Turn, stream: StreamCall, attempts: Attempts) -> Respo
                 attempts.started = True
                 stream.began()
             await emit(raw_model_event(name, caller, depth, chat_id, event))
-            kind = event.type
-            if kind == "response.output_text.delta":
+            if event.type == "response.output_text.delta":
                 await emit(text_delta(name, caller, depth, chat_id, event.delta))
-            elif kind in _LAST_EVENTS:
-                if kind == "response.failed" or kind == "error":
+            elif event.type in _LAST_EVENTS:
+                if event.type == "response.failed" or event.type == "error":
                     raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
                 completed = event.response
     finally:
