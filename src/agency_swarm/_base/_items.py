@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
@@ -17,15 +18,10 @@ def stored_item(item: Any) -> dict[str, Any]:
     other kind of item go through `model_dump`, which the fast paths match key for key. Without `_sdk.SHORTCUTS`
     every item goes through `model_dump`.
     """
-    kind = type(item) if _sdk.SHORTCUTS else None
-    if kind is ResponseOutputMessage:
-        fast = _message(item)
-    elif kind is ResponseFunctionToolCall:
-        fast = _plain_fields(item)
-    else:
-        fast = None
-    if fast is not None:
-        return fast
+    fast = _FAST.get(type(item)) if _sdk.SHORTCUTS else None
+    stored = None if fast is None else fast(item)
+    if stored is not None:
+        return stored
     dumped: dict[str, Any] = item.model_dump(exclude_unset=True)
     return dumped
 
@@ -52,10 +48,10 @@ def _message(message: ResponseOutputMessage) -> dict[str, Any] | None:
         if type(part) is not ResponseOutputText or part.annotations or part.logprobs or part.__pydantic_extra__:
             return None
         set_fields = part.__pydantic_fields_set__  # annotations, text, type and perhaps logprobs: its only fields
-        if len(set_fields) == 3 and "logprobs" not in set_fields:
-            parts.append({"annotations": [], "text": part.text, "type": part.type})
-        elif len(set_fields) == 4:
+        if set_fields == _ALL_TEXT_FIELDS:
             parts.append({"annotations": [], "text": part.text, "type": part.type, "logprobs": part.logprobs})
+        elif set_fields == _TEXT_FIELDS:
+            parts.append({"annotations": [], "text": part.text, "type": part.type})
         else:  # a field left unset: keep pydantic's exact choice
             return None
     values = message.__dict__  # then as `_plain_fields`, the content in its place
@@ -73,3 +69,8 @@ def _message(message: ResponseOutputMessage) -> dict[str, Any] | None:
 
 
 _STR_OR_NONE = frozenset({str, type(None)})
+_TEXT_FIELDS = frozenset({"annotations", "text", "type"})
+_ALL_TEXT_FIELDS = _TEXT_FIELDS | {"logprobs"}
+_FAST: dict[type, Callable[[Any], dict[str, Any] | None]] = {
+    ResponseOutputMessage: _message, ResponseFunctionToolCall: _plain_fields,
+}

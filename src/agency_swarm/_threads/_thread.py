@@ -42,6 +42,17 @@ class ThreadHost:
         self.attachments = attachments
 
 
+class _ModelView:
+    """A thread's items as its model reads them (`ConversationThread.model_view`): `items`, a list of its own, of
+    the thread's first `length` items, shown with `markers` or without; lent to each model call, so it is copied
+    before it grows if someone kept it."""
+
+    __slots__ = ("items", "length", "markers")
+
+    def __init__(self, items: list[Item], length: int, markers: bool) -> None:
+        self.items, self.length, self.markers = items, length, markers
+
+
 class ConversationThread:
     """The items one recipient's model sees on one sender->recipient pair of one chat, in order.
 
@@ -56,7 +67,7 @@ class ConversationThread:
     holds it.
     """
 
-    __slots__ = ("_host", "_index", "_view", "_view_length", "_view_lent", "_view_markers", "chat_id",
+    __slots__ = ("_host", "_index", "_view", "chat_id",
                  "has_attachments", "has_marks", "has_send_ids", "items", "key", "lent", "recipient", "sender")
 
     def __init__(
@@ -79,10 +90,7 @@ class ConversationThread:
         self.key = f"{sender}->{recipient}" if key is None else key
         self._host = host if host is not None else ThreadHost(store, listeners, on_unknown, attachments)
         self._index: ThreadIndex | None = None  # built when first asked (`index`), kept up with appends
-        self._view: list[Item] | None = None  # `model_view`'s list, and how many of `items` it has seen
-        self._view_length = 0
-        self._view_lent = False
-        self._view_markers = False
+        self._view: _ModelView | None = None  # made when first asked (`model_view`)
         self.lent = False
         if items:
             self.items: list[Item] = items
@@ -110,7 +118,7 @@ class ConversationThread:
             return None
         host = self._host
         store = host.store
-        if store is not None:
+        if store is not None:  # the usual store is this process's memory (None): nothing to wait for
             kept = items
             if self.has_attachments and host.attachments is not None and host.attachments.inline:
                 kept = host.attachments.inlined(items)  # a store without bytes of its own keeps them inline
@@ -151,11 +159,8 @@ class ConversationThread:
             if held_elsewhere(self.items):
                 self.items = list(self.items)
         self.items.extend(items)
-        if not self.has_send_ids:
-            for item in items:
-                if SEND_CALL_ID in item:
-                    self.has_send_ids = True
-                    break
+        if not self.has_send_ids and has_send_ids(items):
+            self.has_send_ids = True
 
     def writable(self) -> list[Item]:
         """`items`, to change in place. A list lent to a model that someone (the model, a hook) still holds stays
@@ -179,17 +184,16 @@ class ConversationThread:
         like `items` (copied before it grows if someone kept it) and built again after an in-place change."""
         if not (self.has_marks or self.has_attachments or self.has_send_ids):
             return self.items
+        view = self._view
         length = len(self.items)
-        if self._view is None or self._view_markers != markers or self._view_length > length:
-            self._view = self._shown(self.items, markers)
-            self._view_markers = markers
-        elif self._view_length < length:
-            if self._view_lent and held_elsewhere(self._view):  # a model or a hook kept the view it was given:
-                self._view = list(self._view)  # it stays as it was
-            self._view.extend(self._shown(self.items[self._view_length:], markers))
-        self._view_length = length
-        self._view_lent = True
-        return self._view
+        if view is None or view.markers != markers or view.length > length:
+            view = self._view = _ModelView(self._shown(self.items, markers), length, markers)
+        elif view.length < length:
+            if held_elsewhere(view.items):  # a model or a hook kept the view it was given: it stays as it was
+                view.items = list(view.items)
+            view.items.extend(self._shown(self.items[view.length:], markers))
+            view.length = length
+        return view.items
 
     def _shown(self, items: list[Item], markers: bool) -> list[Item]:
         """`items` as `model_view` shows them: a new list (its items are the given ones where nothing changes).

@@ -410,8 +410,10 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
     if depth + run.depth_base > wiring.max_depth:
         outputs[index] = depth_refusal(recipient.name, wiring.max_depth)
         return
-    pair = (sender, recipient.name)
-    if pair in run.open_pairs:
+    pair, open_pairs = (sender, recipient.name), run.open_pairs
+    if open_pairs is None:
+        open_pairs = run.open_pairs = set()
+    elif pair in open_pairs:
         outputs[index] = reentry_refusal(sender, recipient.name)
         return
     thread = wiring.thread_manager.get_thread(run.chat_id, sender, recipient.name)
@@ -422,7 +424,7 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
     sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
     sub = Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit, sent_by=call.call_id, arriving=sharing)
     sending = None if turn.span is None and run.watch is None else _send_spans(turn, sub, request.message)
-    run.open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
+    open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
     failed: Exception | None = None
     try:
         if emit is not None:
@@ -436,7 +438,7 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         failed = error
         outputs[index] = failure_output(recipient.name, error)
     finally:
-        run.open_pairs.discard(pair)
+        open_pairs.discard(pair)
         if sub.parent_span is not None:
             finish(sub.parent_span, failed)
         if run.watch is not None:

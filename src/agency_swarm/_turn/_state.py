@@ -92,7 +92,7 @@ class Run:
         self.user_context = user_context
         self.usage_records: list[tuple[tuple[str, str], Any]] = []
         self.responses: list[Any] = []
-        self.open_pairs: set[tuple[str, str]] = set()
+        self.open_pairs: set[tuple[str, str]] | None = None  # made by the first send
         self._wrapper: AgentHookContext[Any] | None = None
         self.approved = approved
         self.rejected: Mapping[str, str | None] = _NO_REJECTIONS if rejected is None else rejected
