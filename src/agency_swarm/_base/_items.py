@@ -26,11 +26,22 @@ def stored_item(item: Any) -> dict[str, Any]:
     return dumped
 
 
-def _plain_fields(model: Any) -> dict[str, Any] | None:
-    """Set fields in declaration order (pydantic keeps `__dict__` so), when every value is a str or None.
+def _function_call(call: ResponseFunctionToolCall) -> dict[str, Any] | None:
+    """A function call with the fields a model sets (`_USUAL_CALL`), all str, read straight from them; any other
+    as `_plain_fields`."""
+    if call.__pydantic_fields_set__ == _USUAL_CALL_FIELDS and not call.__pydantic_extra__:
+        values = call.__dict__
+        arguments, call_id, name, kind = values["arguments"], values["call_id"], values["name"], values["type"]
+        item_id, status = values["id"], values["status"]
+        if type(arguments) is type(call_id) is type(name) is type(kind) is type(item_id) is type(status) is str:
+            return {"arguments": arguments, "call_id": call_id, "name": name, "type": kind, "id": item_id,
+                    "status": status}
+    return _plain_fields(call)
 
-    Copied whole and the unset fields deleted (a dict's order survives deletions): the work is per unset field,
-    not per field, and the type check runs in C."""
+
+def _plain_fields(model: Any) -> dict[str, Any] | None:
+    """Set fields in declaration order (pydantic keeps `__dict__` so), when every value is a str or None: copied
+    whole and the unset fields deleted (a dict's order survives deletions)."""
     if model.__pydantic_extra__:
         return None
     values = model.__dict__
@@ -54,9 +65,13 @@ def _message(message: ResponseOutputMessage) -> dict[str, Any] | None:
             parts.append({"annotations": [], "text": part.text, "type": part.type})
         else:  # a field left unset: keep pydantic's exact choice
             return None
-    values = message.__dict__  # then as `_plain_fields`, the content in its place
+    values = message.__dict__
     fields = message.__pydantic_fields_set__
-    if "content" not in fields:
+    if fields == _USUAL_MESSAGE_FIELDS:  # the fields a model sets (`_USUAL_MESSAGE`)
+        item_id, role, status, kind = values["id"], values["role"], values["status"], values["type"]
+        if type(item_id) is type(role) is type(status) is type(kind) is str:
+            return {"id": item_id, "content": parts, "role": role, "status": status, "type": kind}
+    if "content" not in fields:  # then as `_plain_fields`, the content in its place
         return None
     out = dict(values)
     for name in values.keys() - fields:
@@ -68,9 +83,20 @@ def _message(message: ResponseOutputMessage) -> dict[str, Any] | None:
     return out
 
 
+def _usual(model: type[Any], names: tuple[str, ...]) -> frozenset[str]:
+    """`names` as a set, when they are the model's fields in that order (the fast paths write them so); else a set
+    no item has (no field is named ""), and those fast paths are left to the generic one."""
+    in_order = tuple(name for name in model.model_fields if name in names) == names
+    return frozenset(names) if in_order else frozenset({""})
+
+
+_USUAL_MESSAGE = ("id", "content", "role", "status", "type")
+_USUAL_CALL = ("arguments", "call_id", "name", "type", "id", "status")
+_USUAL_MESSAGE_FIELDS = _usual(ResponseOutputMessage, _USUAL_MESSAGE)
+_USUAL_CALL_FIELDS = _usual(ResponseFunctionToolCall, _USUAL_CALL)
 _STR_OR_NONE = frozenset({str, type(None)})
 _TEXT_FIELDS = frozenset({"annotations", "text", "type"})
 _ALL_TEXT_FIELDS = _TEXT_FIELDS | {"logprobs"}
 _FAST: dict[type, Callable[[Any], dict[str, Any] | None]] = {
-    ResponseOutputMessage: _message, ResponseFunctionToolCall: _plain_fields,
+    ResponseOutputMessage: _message, ResponseFunctionToolCall: _function_call,
 }

@@ -159,7 +159,7 @@ class ConversationThread:
             if held_elsewhere(self.items):
                 self.items = list(self.items)
         self.items.extend(items)
-        if not self.has_send_ids and has_send_ids(items):
+        if not self.has_send_ids and (SEND_CALL_ID in items[0] if len(items) == 1 else has_send_ids(items)):
             self.has_send_ids = True
 
     def writable(self) -> list[Item]:
