@@ -82,24 +82,26 @@ class RunningTurns:
         return running
 
     def enter(self, chat_id: str, turn_id: str | None) -> RunningTurn:
-        return self.add(RunningTurn(chat_id, turn_id, asyncio.current_task()))
+        entry = RunningTurn(chat_id, turn_id, asyncio.current_task())
+        self.add(entry)
+        return entry
 
-    def add(self, entry: RunningTurn) -> RunningTurn:
+    def add(self, entry: RunningTurn) -> None:
         turns = self._by_chat.get(entry.chat_id)
         if turns is None:
             self._by_chat[entry.chat_id] = [entry]
         else:
             turns.append(entry)
-        return entry
 
     def leave(self, entry: RunningTurn) -> None:
         if entry._ended is not None:
             entry._ended.set()
         turns = self._by_chat.get(entry.chat_id)
         if turns is not None and entry in turns:
-            turns.remove(entry)
-            if not turns:
+            if len(turns) == 1:
                 del self._by_chat[entry.chat_id]
+            else:
+                turns.remove(entry)
 
     def find(self, chat_id: str, turn_id: str | None = None) -> RunningTurn | None:
         """The turn `turn_id` of the chat, if it runs (or waits for the chat) here; with None, the chat's oldest."""

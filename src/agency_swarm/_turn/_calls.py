@@ -433,7 +433,8 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
                 message=request.message, call_id=call.call_id, attachments=request.attachments,
             ))
         await state.agent_turn(sub, None if continuing else request.message, request.additional_instructions)
-        outputs[index] = _AWAITING if sub.paused else _as_text(sub.output)
+        output = sub.output
+        outputs[index] = _AWAITING if sub.paused else output if isinstance(output, str) else _as_text(output)
     except Exception as error:  # the recipient failed: its caller reads why and carries on
         failed = error
         outputs[index] = failure_output(recipient.name, error)

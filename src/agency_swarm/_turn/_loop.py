@@ -183,6 +183,8 @@ def _arriving(turn: Turn, message: Message) -> list[dict[str, Any]]:
     arriving = turn.arriving
     if arriving is None:
         items = [incoming(turn, message)] if isinstance(message, str) else list(message)
+        if turn.run.turn_id is None or turn.depth:  # the usual message: not marked
+            return items
     elif turn.caller == USER_CALLER:
         items = arriving.items
     else:  # a send's message keeps the call id of its send
