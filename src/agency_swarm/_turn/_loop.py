@@ -12,7 +12,7 @@ import copy
 import dataclasses
 import json
 from collections.abc import Coroutine, Mapping
-from typing import Any
+from typing import Any, assert_never
 
 from agents import (
     InputGuardrailTripwireTriggered,
@@ -53,6 +53,7 @@ from ._steps import (
     FinalOutput,
     FunctionToolCall,
     NextStep,
+    RunAgain,
     RunTools,
     ToolCallStep,
     answered_results,
@@ -144,7 +145,7 @@ async def agent_turn(turn: Turn, message: Message | None, additional_instruction
     settings = agent.model_settings
     step, turn.steps = (RUN_AGAIN, 0) if message is not None else await _resumed_step(turn, setup)
     resumed_at = turn.steps
-    while not isinstance(step, FinalOutput):  # RunAgain: the model is called again
+    while not isinstance(step, FinalOutput):
         if isinstance(step, RunTools):
             stop = await run_tools(turn, setup, step, run_agent)
             if turn.paused:
@@ -153,6 +154,8 @@ async def agent_turn(turn: Turn, message: Message | None, additional_instruction
                 step = stop
                 break
             settings = _after_tools(agent, settings, step)
+        elif not isinstance(step, RunAgain):  # RunAgain: the model is called again
+            assert_never(step)
         if turn.steps == agent.max_steps:
             raise MaxStepsExceeded(agent=agent.name, chat_id=run.chat_id, depth=turn.depth, max_steps=turn.steps)
         if turn.steps > resumed_at:  # built again per call as `Runner` does (dynamic instructions, tools, MCP)
@@ -162,12 +165,21 @@ async def agent_turn(turn: Turn, message: Message | None, additional_instruction
             await agent.hooks.on_start(run.context(), agent)  # the calls it resumes with: before its next model call
         step = next_step(turn, setup, await call_model(turn, setup, settings, run.streaming))
         turn.steps += 1
+    if emit is not None or agent.output_guardrails or agent.hooks is not None:
+        await _finish(turn, step.output)
+    else:
+        turn.output = step.output
+
+
+async def _finish(turn: Turn, output: Any) -> None:
+    """The on_end hook and the output guardrails, then the output is the turn's, then `agent_finished`."""
+    agent = turn.agent
     if agent.output_guardrails or agent.hooks is not None:
-        await _before_finishing(turn, step.output)
-    turn.output = step.output
-    if emit is not None:
-        await emit(AgentFinished(agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
-                                 output=step.output, send_call_id=turn.sent_by))
+        await _before_finishing(turn, output)
+    turn.output = output
+    if turn.emit is not None:
+        await turn.emit(AgentFinished(agent=agent.name, caller=turn.caller, depth=turn.depth,
+                                      chat_id=turn.run.chat_id, output=output, send_call_id=turn.sent_by))
 
 
 def _after_tools(agent: AgentBase, settings: ModelSettings, step: RunTools) -> ModelSettings:
