@@ -87,6 +87,24 @@ def check_chat_id(chat_id: object) -> str:
     return chat_id
 
 
+def _store_of(
+    store: ThreadStore | None, load: LoadThreadsCallback | None, save: SaveThreadsCallback | None
+) -> ThreadStore | None:
+    """The manager's store: the one given, or the load/save callbacks as one (`CallbackThreadStore`)."""
+    for name, callback in (("load_threads_callback", load), ("save_threads_callback", save)):
+        if callback is not None and not callable(callback):
+            raise ConfigError(f"{name} must be a function, got {type(callback).__name__}.")
+    uses_callbacks = load is not None or save is not None
+    if store is not None and uses_callbacks:
+        raise ConfigError("Pass either a thread store or load/save callbacks, not both.")
+    if store is not None and not isinstance(store, ThreadStore):
+        raise ConfigError(
+            f"thread_store must implement the ThreadStore protocol (load, append, list_chats, delete, aclose); "
+            f"got {type(store).__name__}."
+        )
+    return CallbackThreadStore(load, save) if uses_callbacks else store
+
+
 @dataclass(frozen=True, slots=True)
 class PausedTurn:
     """What a paused (or cut short) top-level turn leaves in memory for a resume in the same process, as `Runner`'s
@@ -116,20 +134,7 @@ class ThreadManager:
             raise ConfigError(f"max_chats_in_memory must be an int >= 1, got {max_chats_in_memory!r}.")
         self.max_chats_in_memory = max_chats_in_memory
         """With a store, chats beyond this many leave memory (least recently used first) and reload when used."""
-        for name, callback in (("load_threads_callback", load_threads_callback),
-                               ("save_threads_callback", save_threads_callback)):
-            if callback is not None and not callable(callback):
-                raise ConfigError(f"{name} must be a function, got {type(callback).__name__}.")
-        uses_callbacks = load_threads_callback is not None or save_threads_callback is not None
-        if store is not None and uses_callbacks:
-            raise ConfigError("Pass either a thread store or load/save callbacks, not both.")
-        if store is not None and not isinstance(store, ThreadStore):
-            raise ConfigError(
-                f"thread_store must implement the ThreadStore protocol (load, append, list_chats, delete, aclose); "
-                f"got {type(store).__name__}."
-            )
-        if uses_callbacks:
-            store = CallbackThreadStore(load_threads_callback, save_threads_callback)
+        store = _store_of(store, load_threads_callback, save_threads_callback)
         self.store: ThreadStore | None = store
         """None: this process's memory only (the threads here are the store; nothing is copied)."""
         self.attachments = Attachments(store, attachment_limits or DEFAULT_LIMITS)

@@ -117,14 +117,13 @@ class ConversationThread:
         if not items:
             return None
         host = self._host
-        store = host.store
-        if store is not None:  # the usual store is this process's memory (None): nothing to wait for
+        if host.store is not None:  # the usual store is this process's memory (None): nothing to wait for
             kept = items
             if self.has_attachments and host.attachments is not None and host.attachments.inline:
                 kept = host.attachments.inlined(items)  # a store without bytes of its own keeps them inline
             append_now = host.append_now
             if append_now is None:
-                return self._stored(store, items, kept)
+                return self._stored(host.store, items, kept)
             append_now(self.chat_id, self.key, kept)
         self._grow(items)
         if host.listeners:

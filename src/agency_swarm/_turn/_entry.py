@@ -288,9 +288,8 @@ async def _entry_turn(
             run.watch.end(error, turn.paused)
         if turn.paused or not finished:  # calls wait for approval, or a failed append left one without its output
             manager.mark_unanswered(chat_id)
-            manager.paused_turns[chat_id] = PausedTurn(
-                run.user_context, run.usage_records, run.responses, run._guardrail_log,
-            )
+            manager.paused_turns[chat_id] = PausedTurn(run.user_context, run.usage_records, run.responses,
+                                                       run._guardrail_log)
         else:
             manager.paused_turns.pop(chat_id, None)
         if run.trace is not None:
