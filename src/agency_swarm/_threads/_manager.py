@@ -146,7 +146,7 @@ class ThreadManager:
         """The store wants the whole chat at the end of each top-level turn (`save`)."""
         self._listeners: list[ItemListener] = []
         self._host = ThreadHost(store, self._listeners, self._reread, self.attachments)  # what every thread shares
-        self._chats: defaultdict[str, dict[str, ConversationThread]] = defaultdict(dict)  # a chat's: made when asked
+        self._chats: dict[str, dict[str, ConversationThread]] = {}
         self._loaded: OrderedDict[str, None] = OrderedDict()  # least recently used first
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # made when first asked for
         self._unanswered: set[str] = set()
@@ -170,7 +170,7 @@ class ThreadManager:
     # -- reading -----------------------------------------------------------------------------
     def get_thread(self, chat_id: str, sender: str, recipient: str) -> ConversationThread:
         """The thread sender->recipient of a chat, created empty if it does not exist yet."""
-        threads = self._chats[chat_id]
+        threads = self._chats.get(chat_id) or self._chats.setdefault(chat_id, {})
         key = f"{sender}->{recipient}"
         thread = threads.get(key)
         if thread is None:
