@@ -209,7 +209,7 @@ class Agency:
         holds never starts a second turn: it returns the finished turn's result again, or continues the unfinished
         one from its last stored item (after a crash, a timeout, a client's retry).
         """
-        agent = self.entry_point(recipient_agent)
+        agent = self._chart.entry_points[0] if recipient_agent is None else self.entry_point(recipient_agent)
         wiring = self._wirings[agent.name]
         return await run_turn(agent, wiring, message, chat_id, None, context, additional_instructions, turn_id)
 
@@ -225,7 +225,7 @@ class Agency:
     ) -> ResponseStream:
         """The same turn as a stream of events from every agent involved, in order (`turn_id`: as in get_response;
         a finished turn run again streams no events, only its result)."""
-        agent = self.entry_point(recipient_agent)
+        agent = self._chart.entry_points[0] if recipient_agent is None else self.entry_point(recipient_agent)
         wiring = self._wirings[agent.name]
         return stream_turn(agent, wiring, message, chat_id, None, context, additional_instructions, turn_id)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections import OrderedDict, defaultdict
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +27,7 @@ from ._store import (
     ThreadStore,
     validated_threads,
 )
-from ._thread import ConversationThread, ItemListener
+from ._thread import ConversationThread, ItemListener, ThreadHost
 from ._thread_items import (
     drop_lost_reasoning,
     ends_with_reasoning,
@@ -46,6 +46,7 @@ from ._writes import finish as finish
 ThreadsSnapshot = Threads
 MAX_CHAT_ID_CHARS = 200
 MAX_CHAT_ID_BYTES = 255
+_SHORT_ID = min(MAX_CHAT_ID_CHARS, MAX_CHAT_ID_BYTES // 4)  # a char is at most 4 UTF-8 bytes
 
 __all__ = [
     "ConversationThread",
@@ -59,6 +60,9 @@ __all__ = [
 
 def check_chat_id(chat_id: object) -> str:
     """Chat ids come from users and name files: only short, printable, path-free strings pass."""
+    if (type(chat_id) is str and 0 < len(chat_id) <= _SHORT_ID and chat_id.isprintable() and not chat_id.isspace()
+            and "/" not in chat_id and "\\" not in chat_id and chat_id not in (".", "..")):
+        return chat_id  # the usual id: every check below at once (short enough that its UTF-8 bytes fit too)
     if not isinstance(chat_id, str):
         raise InvalidChatId(f"chat_id must be a str, got {type(chat_id).__name__}.")
     if not chat_id:
@@ -81,6 +85,24 @@ def check_chat_id(chat_id: object) -> str:
     if "/" in chat_id or "\\" in chat_id or chat_id in (".", ".."):
         raise InvalidChatId(f"chat_id {chat_id!r} looks like a path; do not use '/', '\\\\', '.' or '..'.")
     return chat_id
+
+
+def _store_of(
+    store: ThreadStore | None, load: LoadThreadsCallback | None, save: SaveThreadsCallback | None
+) -> ThreadStore | None:
+    """The manager's store: the one given, or the load/save callbacks as one (`CallbackThreadStore`)."""
+    for name, callback in (("load_threads_callback", load), ("save_threads_callback", save)):
+        if callback is not None and not callable(callback):
+            raise ConfigError(f"{name} must be a function, got {type(callback).__name__}.")
+    uses_callbacks = load is not None or save is not None
+    if store is not None and uses_callbacks:
+        raise ConfigError("Pass either a thread store or load/save callbacks, not both.")
+    if store is not None and not isinstance(store, ThreadStore):
+        raise ConfigError(
+            f"thread_store must implement the ThreadStore protocol (load, append, list_chats, delete, aclose); "
+            f"got {type(store).__name__}."
+        )
+    return CallbackThreadStore(load, save) if uses_callbacks else store
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,30 +134,21 @@ class ThreadManager:
             raise ConfigError(f"max_chats_in_memory must be an int >= 1, got {max_chats_in_memory!r}.")
         self.max_chats_in_memory = max_chats_in_memory
         """With a store, chats beyond this many leave memory (least recently used first) and reload when used."""
-        for name, callback in (("load_threads_callback", load_threads_callback),
-                               ("save_threads_callback", save_threads_callback)):
-            if callback is not None and not callable(callback):
-                raise ConfigError(f"{name} must be a function, got {type(callback).__name__}.")
-        uses_callbacks = load_threads_callback is not None or save_threads_callback is not None
-        if store is not None and uses_callbacks:
-            raise ConfigError("Pass either a thread store or load/save callbacks, not both.")
-        if store is not None and not isinstance(store, ThreadStore):
-            raise ConfigError(
-                f"thread_store must implement the ThreadStore protocol (load, append, list_chats, delete, aclose); "
-                f"got {type(store).__name__}."
-            )
-        if uses_callbacks:
-            store = CallbackThreadStore(load_threads_callback, save_threads_callback)
+        store = _store_of(store, load_threads_callback, save_threads_callback)
         self.store: ThreadStore | None = store
         """None: this process's memory only (the threads here are the store; nothing is copied)."""
         self.attachments = Attachments(store, attachment_limits or DEFAULT_LIMITS)
         """The limits messages' images and files are checked against, and the bytes loaded chats refer to."""
+        self.store_turn_lock: Callable[[str], AbstractAsyncContextManager[ChatVersion | None] | None] | None = (
+            getattr(store, "turn_lock", None))
+        """The store's own turn lock, shared with other processes (and managers), if it has one."""
         self.saves_turns = getattr(store, "end_turn", None) is not None
         """The store wants the whole chat at the end of each top-level turn (`save`)."""
         self._listeners: list[ItemListener] = []
+        self._host = ThreadHost(store, self._listeners, self._reread, self.attachments)  # what every thread shares
         self._chats: dict[str, dict[str, ConversationThread]] = {}
         self._loaded: OrderedDict[str, None] = OrderedDict()  # least recently used first
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # made when first asked for
         self._unanswered: set[str] = set()
         self._unknown: set[str] = set()  # chats where an append's outcome is unknown: read again from the store
         self._versions: dict[str, int] = {}
@@ -157,15 +170,11 @@ class ThreadManager:
     # -- reading -----------------------------------------------------------------------------
     def get_thread(self, chat_id: str, sender: str, recipient: str) -> ConversationThread:
         """The thread sender->recipient of a chat, created empty if it does not exist yet."""
-        threads = self._chats.get(chat_id)
-        if threads is None:
-            threads = self._chats[chat_id] = {}
+        threads = self._chats.get(chat_id) or self._chats.setdefault(chat_id, {})
         key = f"{sender}->{recipient}"
         thread = threads.get(key)
         if thread is None:
-            thread = threads[key] = ConversationThread(
-                chat_id, sender, recipient, None, self.store, self._listeners, self._reread, self.attachments
-            )
+            thread = threads[key] = ConversationThread(chat_id, sender, recipient, host=self._host, key=key)
         return thread
 
     def threads_of(self, chat_id: str) -> list[ConversationThread]:
@@ -218,10 +227,7 @@ class ThreadManager:
     # -- turn lifecycle ----------------------------------------------------------------------
     def lock(self, chat_id: str) -> asyncio.Lock:
         """Top-level turns of one chat run one after another, in arrival order (asyncio.Lock is fair)."""
-        lock = self._locks.get(chat_id)
-        if lock is None:
-            lock = self._locks[chat_id] = asyncio.Lock()
-        return lock
+        return self._locks[chat_id]
 
     def hold(self, chat_id: str, *, catch_up: bool = True) -> AbstractAsyncContextManager[object]:
         """Held for a whole top-level turn: this process's lock, then the store's turn lock if it has one.
@@ -229,10 +235,12 @@ class ThreadManager:
         A store with a turn lock is shared between processes, so inside that lock what others added to the chat is
         read (`catch_up`; a caller that is about to delete the chat has no use for it).
         """
-        turn_lock = getattr(self.store, "turn_lock", None)
-        store_lock = turn_lock(chat_id) if turn_lock is not None else None
+        turn_lock = self.store_turn_lock
+        if turn_lock is None:
+            return self._locks[chat_id]  # an asyncio.Lock is itself the context manager: nothing added per turn
+        store_lock = turn_lock(chat_id)
         if store_lock is None:
-            return self.lock(chat_id)  # an asyncio.Lock is itself the context manager: nothing added per turn
+            return self._locks[chat_id]
         return self._held(chat_id, store_lock, catch_up)
 
     @asynccontextmanager
@@ -303,13 +311,11 @@ class ThreadManager:
 
     def is_loaded(self, chat_id: str) -> bool:
         """Whether the chat is ready in memory (then marked as just used); if not, `await ensure_loaded` first."""
+        if self.store is None:  # this process's memory is the store: every chat is loaded, none ever leaves
+            return True
         loaded = self._loaded
         if chat_id in loaded:
-            if self.store is not None:  # only chats that are in a store ever leave memory
-                loaded.move_to_end(chat_id)
-            return True
-        if self.store is None:
-            loaded[chat_id] = None
+            loaded.move_to_end(chat_id)
             return True
         return False
 
@@ -352,10 +358,7 @@ class ThreadManager:
             sender, recipient = key.split("->", 1)
             thread = threads.get(key)
             if thread is None:
-                thread = threads[key] = ConversationThread(
-                    chat_id, sender, recipient, store=self.store, listeners=self._listeners, on_unknown=self._reread,
-                    attachments=self.attachments,
-                )
+                thread = threads[key] = ConversationThread(chat_id, sender, recipient, host=self._host)
             if at_end:
                 thread.add_stored(items)  # the thread keeps its model view and marks' index up, as with its own
             else:

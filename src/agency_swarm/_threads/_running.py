@@ -23,12 +23,20 @@ class RunningTurn:
     """One top-level turn of this process: its id (the caller's `turn_id`, else one made for it, `run-...`, kept
     only here), the task it runs in, and whether a cancel asked it to stop (then its CancelledError is that)."""
 
-    __slots__ = ("_ended", "chat_id", "requested", "task", "turn_id")
+    __slots__ = ("_ended", "_turn_id", "chat_id", "requested", "task")
 
-    def __init__(self, chat_id: str, turn_id: str, task: asyncio.Task[object] | None) -> None:
-        self.chat_id, self.turn_id, self.task = chat_id, turn_id, task
+    def __init__(self, chat_id: str, turn_id: str | None, task: asyncio.Task[object] | None) -> None:
+        self.chat_id, self._turn_id, self.task = chat_id, turn_id, task
         self.requested = False
         self._ended: asyncio.Event | None = None  # made only when a cancel waits for the end: most turns never
+
+    @property
+    def turn_id(self) -> str:
+        """The caller's id, else one made for this turn when first asked (most turns are never asked)."""
+        turn_id = self._turn_id
+        if turn_id is None:
+            turn_id = self._turn_id = f"run-{_PROCESS}-{next(_made)}"
+        return turn_id
 
     def ended(self) -> asyncio.Event:
         if self._ended is None:
@@ -74,23 +82,31 @@ class RunningTurns:
         return running
 
     def enter(self, chat_id: str, turn_id: str | None) -> RunningTurn:
-        entry = RunningTurn(chat_id, turn_id or f"run-{_PROCESS}-{next(_made)}", asyncio.current_task())
-        self._by_chat.setdefault(chat_id, []).append(entry)
+        entry = RunningTurn(chat_id, turn_id, asyncio.current_task())
+        self.add(entry)
         return entry
+
+    def add(self, entry: RunningTurn) -> None:
+        turns = self._by_chat.get(entry.chat_id)
+        if turns is None:
+            self._by_chat[entry.chat_id] = [entry]
+        else:
+            turns.append(entry)
 
     def leave(self, entry: RunningTurn) -> None:
         if entry._ended is not None:
             entry._ended.set()
         turns = self._by_chat.get(entry.chat_id)
         if turns is not None and entry in turns:
-            turns.remove(entry)
-            if not turns:
+            if len(turns) == 1:
                 del self._by_chat[entry.chat_id]
+            else:
+                turns.remove(entry)
 
     def find(self, chat_id: str, turn_id: str | None = None) -> RunningTurn | None:
         """The turn `turn_id` of the chat, if it runs (or waits for the chat) here; with None, the chat's oldest."""
         for entry in self._by_chat.get(chat_id, ()):
-            if turn_id is None or entry.turn_id == turn_id:
+            if turn_id is None or entry._turn_id == turn_id:  # an id never made is one nobody knows
                 return entry
         return None
 

@@ -4,6 +4,8 @@ and lending the item list to a model without a copy."""
 from __future__ import annotations
 
 import sys
+from itertools import repeat
+from operator import contains
 
 from .._base._errors import ItemTooLarge
 from ._checks import APPROVED_RUN, AWAITING_APPROVAL, CALL_MARKS, TURN_CANCELLED, TURN_STARTED
@@ -14,16 +16,12 @@ INTERRUPTED_OUTPUT = "Error: this call was interrupted before it finished; its r
 
 def held_elsewhere(items: list[Item]) -> bool:
     """Does anyone but its thread hold this list? CPython counts references exactly; elsewhere, assume so."""
-    return _references(items) > _ALONE
-
-
-def _references(items: list[Item]) -> int:
-    return sys.getrefcount(items) if _COUNTS else _ALONE + 1
+    return not _COUNTS or sys.getrefcount(items) > _ALONE
 
 
 def _alone(items: list[Item]) -> int:
-    """`held_elsewhere`'s count, by the same calls, for a list only its holder's slot holds."""
-    return _references(items)
+    """`held_elsewhere`'s count, from a call as deep, for a list only its holder's slot holds."""
+    return sys.getrefcount(items) if _COUNTS else 0
 
 
 class _Holder:
@@ -136,12 +134,17 @@ SEND_CALL_ID = "send_call_id"
 
 
 def has_send_ids(items: list[Item]) -> bool:
-    return any(SEND_CALL_ID in item for item in items)
+    return any(map(contains, items, _SEND_CALL_IDS))  # `SEND_CALL_ID in item` for each, in C
+
+
+_SEND_CALL_IDS = repeat(SEND_CALL_ID)
 
 
 def model_item_of(item: Item) -> Item:
     """A copy of an incoming message without the `send_call_id` it keeps."""
-    return {key: value for key, value in item.items() if key != SEND_CALL_ID}
+    shown = dict(item)
+    shown.pop(SEND_CALL_ID, None)
+    return shown
 
 
 def model_input(items: list[Item]) -> list[Item]:

@@ -82,7 +82,7 @@ def checked_request(
 ) -> tuple[str, str, str | Incoming]:
     """The caller, chat id and message of a new request, after checking what the user passed: a list of input items
     is checked part by part (its images and files against `limits`) and item by item as the model API takes them."""
-    prepared = prepare_message(message, limits)
+    prepared = message if type(message) is str else prepare_message(message, limits)
     if isinstance(prepared, Incoming):
         for index, item in enumerate(prepared.items):
             problem = item_problem(item)

@@ -132,6 +132,11 @@ class Calls:
     With `hold` (an agent with output guardrails whose tools may end its turn) the outputs are stored together by
     `release`, after the output guardrails passed, or as `Runner`'s withheld text when they blocked the output: a
     blocked output never joins the thread. A crash meanwhile leaves the calls "interrupted" outputs.
+
+    `held`: the settled outputs not stored yet (None: each is stored as soon as call order allows). `items`: one per
+    call settled so far, in call order; None for a call waiting for approval. `results`: (call index, tool, call,
+    output) of the function tools that ran or were refused, for tool_use_behavior. `failed`: calls run side by side
+    that failed, ending the turn (their outputs are stored, never emitted).
     """
 
     __slots__ = ("agent_turn", "calls", "failed", "held", "items", "outputs", "results", "thread")
@@ -141,15 +146,10 @@ class Calls:
     ) -> None:
         self.thread, self.calls, self.agent_turn = thread, calls, agent_turn
         self.held: list[dict[str, Any]] | None = [] if hold else None
-        """The settled outputs not stored yet (None: each is stored as soon as call order allows)."""
         self.outputs: list[Any] = [_PENDING] * len(calls)
         self.items: list[dict[str, Any] | None] = []
-        """One per call settled so far, in call order; None for a call waiting for approval."""
         self.results: list[ToolResult] = []
-        """(call index, tool, call, output) of the function tools that ran or were refused, for
-        tool_use_behavior."""
         self.failed: set[int] = set()
-        """Calls run side by side that failed, ending the turn (their outputs are stored, never emitted)."""
 
     async def settle(self, *, final: bool = False, release: bool = False) -> None:
         """Store the outputs that are next in call order (and, with `release`, those held back). Only the turn's
@@ -400,7 +400,8 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
     """Check chart, depth and re-entry; then run the recipient one level deeper. Refusals become outputs."""
     wiring, run, sender, call, outputs = turn.wiring, turn.run, turn.agent.name, step.call, state.outputs
     request = parse_send_request(call.arguments, wiring.recipients)
-    sharing = None if isinstance(request, str) else _shared(turn, request.message, request.attachments)
+    sharing = None if isinstance(request, str) or not request.attachments else _shared(
+        turn, request.message, request.attachments)
     if isinstance(request, str) or isinstance(sharing, str):
         outputs[index] = request if isinstance(request, str) else sharing
         return
@@ -409,8 +410,10 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
     if depth + run.depth_base > wiring.max_depth:
         outputs[index] = depth_refusal(recipient.name, wiring.max_depth)
         return
-    pair = (sender, recipient.name)
-    if pair in run.open_pairs:
+    pair, open_pairs = (sender, recipient.name), run.open_pairs
+    if open_pairs is None:
+        open_pairs = run.open_pairs = set()
+    elif pair in open_pairs:
         outputs[index] = reentry_refusal(sender, recipient.name)
         return
     thread = wiring.thread_manager.get_thread(run.chat_id, sender, recipient.name)
@@ -420,8 +423,8 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
         return
     sub_wiring = wiring.recipient_wirings.get(recipient.name) or recipient.wiring
     sub = Turn(recipient, sub_wiring, thread, sender, depth, run, emit=emit, sent_by=call.call_id, arriving=sharing)
-    sending = _send_spans(turn, sub, request.message)
-    run.open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
+    sending = None if turn.span is None and run.watch is None else _send_spans(turn, sub, request.message)
+    open_pairs.add(pair)  # before the first yield: a concurrent send on the same pair must see it
     failed: Exception | None = None
     try:
         if emit is not None:
@@ -430,12 +433,13 @@ async def _send(turn: Turn, step: SendMessage, state: Calls, index: int, emit: E
                 message=request.message, call_id=call.call_id, attachments=request.attachments,
             ))
         await state.agent_turn(sub, None if continuing else request.message, request.additional_instructions)
-        outputs[index] = _AWAITING if sub.paused else _as_text(sub.output)
+        output = sub.output
+        outputs[index] = _AWAITING if sub.paused else output if isinstance(output, str) else _as_text(output)
     except Exception as error:  # the recipient failed: its caller reads why and carries on
         failed = error
         outputs[index] = failure_output(recipient.name, error)
     finally:
-        run.open_pairs.discard(pair)
+        open_pairs.discard(pair)
         if sub.parent_span is not None:
             finish(sub.parent_span, failed)
         if run.watch is not None:
@@ -454,12 +458,9 @@ def _send_spans(turn: Turn, sub: Turn, message: str) -> Any:
     return None if run.watch is None else run.watch.send(turn, sub, sub.agent.name, call_id, message)
 
 
-def _shared(turn: Turn, text: str, ids: list[str]) -> Incoming | str | None:
-    """The message of a send that passes attachments on, by the ids the sender's model named (None: it passes none):
-    each one must be in the sender's own thread (what it has seen); else the text that tells the model which ids it
-    may use."""
-    if not ids:
-        return None
+def _shared(turn: Turn, text: str, ids: list[str]) -> Incoming | str:
+    """The message of a send that passes attachments on, by the ids the sender's model named: each one must be in
+    the sender's own thread (what it has seen); else the text that tells the model which ids it may use."""
     known = by_id(turn.thread.items)
     unknown = [name for name in ids if name not in known]
     if unknown:

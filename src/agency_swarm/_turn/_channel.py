@@ -67,24 +67,34 @@ async def drive(start: TurnStart, finished: Callable[[], None] | None = None) ->
         while True:
             try:
                 yielded = send(value) if error is None else throw(error)
-            except StopIteration:
-                return
-            except ReaderLeft:  # only ever thrown in below, once the reader has left
-                return  # the turn is cleaned up; the generator closes as asked
-            except TurnCancelled:  # its `cancelled` event was the last; the stream's `result` raises it
-                return
-            value = error = None
-            if isinstance(yielded, Event):
-                if not reader_left:
+                while isinstance(yielded, Event):  # the reader gets it; then the turn goes on at once
                     try:
                         yield yielded
                     except GeneratorExit:
-                        reader_left, error = True, ReaderLeft()
-                continue
+                        reader_left = True
+                        break
+                    yielded = send(None)
+            except (StopIteration, ReaderLeft, TurnCancelled):  # over; or its `cancelled` event was the last
+                return  # (`result` raises it)
+            if reader_left:
+                break  # the turn unwinds below, its events going nowhere
+            value = error = None
             try:
                 value = await _PassThrough(yielded)
             except BaseException as exc:  # cancelled, typically: the turn gets it where it waits
                 error = exc
+        error = ReaderLeft()
+        while True:
+            try:
+                yielded = send(value) if error is None else throw(error)
+            except (StopIteration, ReaderLeft, TurnCancelled):  # ReaderLeft: only ever thrown in here; the turn is
+                return  # cleaned up, the generator closes as asked
+            value = error = None
+            if not isinstance(yielded, Event):
+                try:
+                    value = await _PassThrough(yielded)
+                except BaseException as exc:
+                    error = exc
     finally:
         if finished is not None:
             finished()

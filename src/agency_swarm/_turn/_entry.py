@@ -53,8 +53,11 @@ async def top_level_turn(
     A blocking call awaits this coroutine; a stream (`stream` given) runs it through `drive`. A message of input
     items (`Incoming`) stores the bytes of its images and files first, then its items.
     """
-    arriving = message if isinstance(message, Incoming) else None
-    given: Message = message.original if isinstance(message, Incoming) else message
+    given: Message
+    if isinstance(message, Incoming):
+        arriving, given = message, message.original
+    else:
+        arriving, given = None, message
     manager = wiring.thread_manager
     inside = entered(manager, chat_id)
     async with cancellable(manager, chat_id, turn_id, stream, agent.name) as entry, manager.hold(chat_id):
@@ -63,14 +66,13 @@ async def top_level_turn(
             if not manager.is_loaded(chat_id):
                 await manager.ensure_loaded(chat_id)
             thread = manager.get_thread(chat_id, caller, agent.name)
-            run = Run(
-                chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id,
-                message=given,
-            )
+            run = Run(chat_id, stream is not None and stream.streaming, context, inside=inside, turn_id=turn_id,
+                      message=given)
             turn = Turn(agent, wiring, thread, caller, 0, run, arriving=arriving)
-            begun = None if turn_id is None else _started_before(manager, thread, turn_id)
-            if begun is not None:
-                return await _turn_again(manager, turn, begun, stream, agent_turn)
+            if turn_id is not None:
+                begun = _started_before(manager, thread, turn_id)
+                if begun is not None:
+                    return await _turn_again(manager, turn, begun, stream, agent_turn)
             if manager.has_unanswered_calls(chat_id):
                 await _settle_unanswered(manager, agent, wiring, chat_id)
             return await _entry_turn(manager, turn, given, additional_instructions, stream, agent_turn)
@@ -237,10 +239,10 @@ def entered(manager: ThreadManager, chat_id: str) -> Inside:
     runs inside a turn of that chat: the new turn would wait for the chat's lock, held by the turn that waits for
     this code (a tool) to finish."""
     outer = INSIDE.get()
-    store = manager.store
-    keys: Inside = ((manager, chat_id),)
-    if store is not None and getattr(store, "turn_lock", None) is not None:  # shared by other managers too
-        keys = ((manager, chat_id), (store, chat_id))
+    if manager.store_turn_lock is None:
+        keys: Inside = ((manager, chat_id),)
+    else:  # the store is shared by other managers too
+        keys = ((manager, chat_id), (manager.store, chat_id))
     if outer and any(key in outer for key in keys):
         raise ReentrantTurn(
             f"Chat {chat_id!r} is running the turn this call comes from: a tool cannot start a turn of the chat it "
@@ -263,7 +265,11 @@ async def _entry_turn(
     run, thread, chat_id = turn.run, turn.thread, turn.run.chat_id
     start = len(thread.items)
     began = start if message is not None else _turn_began(thread.items, run)
-    _observe(turn)
+    run.trace = open_trace(turn.agent.name, chat_id)  # the turn's SDK trace, and its spans and metrics (`_telemetry`)
+    if run.trace is not None:
+        turn.parent_span = run.trace.trace
+    if _switch.ACTIVE is not None:
+        run.watch = watch_turn(_switch.ACTIVE, turn.agent.name, chat_id)
     hooks = turn.wiring.hooks
     if hooks is not None or run.streaming:
         turn.emit = channel(hooks, run.streaming)
@@ -282,9 +288,8 @@ async def _entry_turn(
             run.watch.end(error, turn.paused)
         if turn.paused or not finished:  # calls wait for approval, or a failed append left one without its output
             manager.mark_unanswered(chat_id)
-            manager.paused_turns[chat_id] = PausedTurn(
-                run.user_context, run.usage_records, run.responses, run._guardrail_log,
-            )
+            manager.paused_turns[chat_id] = PausedTurn(run.user_context, run.usage_records, run.responses,
+                                                       run._guardrail_log)
         else:
             manager.paused_turns.pop(chat_id, None)
         if run.trace is not None:
@@ -300,34 +305,16 @@ async def _entry_turn(
     return result
 
 
-def _observe(turn: Turn) -> None:
-    """The turn's SDK trace, and its spans and metrics (`_telemetry`), for those that are on."""
-    run = turn.run
-    run.trace = open_trace(turn.agent.name, run.chat_id)
-    if run.trace is not None:
-        turn.parent_span = run.trace.trace
-    run.watch = watch_turn(_switch.ACTIVE, turn.agent.name, run.chat_id)
-
-
 def _result(turn: Turn, start: int, began: int) -> RunResult:
     """The entry agent's turn as a RunResult: the items since `start` (all of the turn since `began`, for a resumed
     one's `to_input_list()`)."""
-    run, thread = turn.run, turn.thread
-    result = RunResult(
-        final_output=turn.output,
-        new_items=_shown(thread, start),
-        turn_items=None if began == start else _shown(thread, began),
-        chat_id=run.chat_id,
-        agent=turn.agent.name,
-        usage_records=run.usage_records,
-        interruptions=run.interruptions,
-        last_agent=turn.agent,
-        _run=run,
-        _responses_of=model_responses,
+    run, thread, agent = turn.run, turn.thread, turn.agent
+    return RunResult(
+        final_output=turn.output, new_items=_shown(thread, start),
+        turn_items=None if began == start else _shown(thread, began), chat_id=run.chat_id, agent=agent.name,
+        usage_records=run.usage_records, interruptions=run.interruptions, tool_guardrails=run._guardrail_log,
+        last_agent=agent, _run=run, _responses_of=model_responses,
     )
-    if run._guardrail_log is not None:
-        result.tool_guardrails = run._guardrail_log
-    return result
 
 
 def _shown(thread: ConversationThread, start: int) -> list[dict[str, Any]]:

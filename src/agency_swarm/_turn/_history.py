@@ -13,6 +13,9 @@ def model_history(turn: Turn) -> list[dict[str, Any]]:
     messages (`model_view` keeps that list up with the thread's appends: no work per call that grows with the
     thread). The list is lent rather than copied: the thread copies it before changing it only if someone kept it."""
     thread = turn.thread
+    if turn.agent.history_window is None and not (thread.has_marks or thread.has_attachments or thread.has_send_ids):
+        thread.lent = True  # the usual thread: the model reads its items as they are (`model_view`)
+        return thread.items
     items = thread.model_view(turn.wiring.send_tool is not None)  # attachments resolved, markers for a sender
     window = turn.agent.history_window
     if window is not None and len(items) > window + 1:

@@ -14,7 +14,13 @@ import json
 from collections.abc import Coroutine, Mapping
 from typing import Any, assert_never
 
-from agents import InputGuardrailTripwireTriggered, OutputGuardrailTripwireTriggered, RunContextWrapper, agent_span
+from agents import (
+    InputGuardrailTripwireTriggered,
+    ModelSettings,
+    OutputGuardrailTripwireTriggered,
+    RunContextWrapper,
+    agent_span,
+)
 from agents.run_context import AgentHookContext
 from openai.types.responses import ResponseFunctionToolCall
 
@@ -139,48 +145,48 @@ async def agent_turn(turn: Turn, message: Message | None, additional_instruction
     settings = agent.model_settings
     step, turn.steps = (RUN_AGAIN, 0) if message is not None else await _resumed_step(turn, setup)
     resumed_at = turn.steps
-    while True:
-        match step:
-            case FinalOutput():
+    while not isinstance(step, FinalOutput):
+        if isinstance(step, RunTools):
+            stop = await run_tools(turn, setup, step, run_agent)
+            if turn.paused:
+                return
+            if stop is not None:
+                step = stop
                 break
-            case RunAgain():
-                pass
-            case RunTools():
-                stop = await run_tools(turn, setup, step, run_agent)
-                if turn.paused:
-                    return
-                if stop is not None:
-                    step = stop
-                    break
-                if agent.reset_tool_choice and settings.tool_choice is not None and step.used_tools:
-                    settings = dataclasses.replace(settings, tool_choice=None)
-            case _:
-                assert_never(step)
+            settings = _after_tools(agent, settings, step)
+        elif not isinstance(step, RunAgain):  # RunAgain: the model is called again
+            assert_never(step)
         if turn.steps == agent.max_steps:
             raise MaxStepsExceeded(agent=agent.name, chat_id=run.chat_id, depth=turn.depth, max_steps=turn.steps)
-        again = turn.steps > resumed_at
-        setup = await _before_model_call(turn, setup, additional_instructions, again, message is None)
+        if turn.steps > resumed_at:  # built again per call as `Runner` does (dynamic instructions, tools, MCP)
+            if setup.sources is None:
+                setup = await prepare(turn, additional_instructions)
+        elif message is None and agent.hooks is not None:  # under `Runner` a resume starts its agent again after
+            await agent.hooks.on_start(run.context(), agent)  # the calls it resumes with: before its next model call
         step = next_step(turn, setup, await call_model(turn, setup, settings, run.streaming))
         turn.steps += 1
+    if emit is not None or agent.output_guardrails or agent.hooks is not None:
+        await _finish(turn, step.output)
+    else:
+        turn.output = step.output
+
+
+async def _finish(turn: Turn, output: Any) -> None:
+    """The on_end hook and the output guardrails, then the output is the turn's, then `agent_finished`."""
+    agent = turn.agent
     if agent.output_guardrails or agent.hooks is not None:
-        await _before_finishing(turn, step.output)
-    turn.output = step.output
-    if emit is not None:
-        await emit(AgentFinished(agent=agent.name, caller=turn.caller, depth=turn.depth, chat_id=run.chat_id,
-                                 output=step.output, send_call_id=turn.sent_by))
+        await _before_finishing(turn, output)
+    turn.output = output
+    if turn.emit is not None:
+        await turn.emit(AgentFinished(agent=agent.name, caller=turn.caller, depth=turn.depth,
+                                      chat_id=turn.run.chat_id, output=output, send_call_id=turn.sent_by))
 
 
-async def _before_model_call(
-    turn: Turn, setup: Setup, additional_instructions: str | None, again: bool, resumed: bool
-) -> Setup:
-    """The Setup of the next model call, built again per call as `Runner` does (dynamic instructions, tools, MCP)
-    unless fixed. A resumed turn's on_start hook runs before its first model call: under `Runner` a resume starts
-    its agent again after the calls it resumes with."""
-    if again:
-        return setup if setup.sources is not None else await prepare(turn, additional_instructions)
-    if resumed and turn.agent.hooks is not None:
-        await turn.agent.hooks.on_start(turn.run.context(), turn.agent)
-    return setup
+def _after_tools(agent: AgentBase, settings: ModelSettings, step: RunTools) -> ModelSettings:
+    """The next model call's settings: `reset_tool_choice` clears the tool choice once a tool was used."""
+    if agent.reset_tool_choice and settings.tool_choice is not None and step.used_tools:
+        return dataclasses.replace(settings, tool_choice=None)
+    return settings
 
 
 def _arriving(turn: Turn, message: Message) -> list[dict[str, Any]]:
@@ -189,6 +195,8 @@ def _arriving(turn: Turn, message: Message) -> list[dict[str, Any]]:
     arriving = turn.arriving
     if arriving is None:
         items = [incoming(turn, message)] if isinstance(message, str) else list(message)
+        if turn.run.turn_id is None or turn.depth:  # the usual message: not marked
+            return items
     elif turn.caller == USER_CALLER:
         items = arriving.items
     else:  # a send's message keeps the call id of its send

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+import types
+from collections.abc import Awaitable, Generator, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
@@ -13,7 +14,7 @@ from openai.types.responses import Response
 
 from .._base import _sdk
 from .._base._errors import ModelError
-from .._base._events import HostedItem, raw_model_event, text_delta
+from .._base._events import Event, HostedItem, raw_model_event, text_delta
 from .._base._items import stored_item
 from .._model._retry import Attempts, StreamCall
 from .._telemetry._watch import ModelCallWatch
@@ -63,22 +64,22 @@ async def _call_model(
     hooks = agent.hooks
     if hooks is not None:
         await hooks.on_llm_start(run.context(), agent, setup.instructions, history)
-    tracing = _UNTRACED if turn.span is None else _TRACED
     prompt = None if agent.prompt is None else await agent.get_prompt(run.context())
     attempts = Attempts() if stream else None
-    call = (turn, setup, settings, history, tracing, prompt, attempts)
     try:
         if turn.span is not None:
-            response = await _traced(*call)
+            response = await _traced(turn, setup, settings, history, _TRACED, prompt, attempts)
         else:  # no span to make current: no context manager entered around the call either
             try:
-                response = await _attempt(*call)
+                response = await _attempt(turn, setup, settings, history, _UNTRACED, prompt, attempts)
             except Exception as error:
-                response = await setup.model.retry_after(error, partial(_attempt, *call), attempts)
+                response = await setup.model.retry_after(
+                    error, partial(_attempt, turn, setup, settings, history, _UNTRACED, prompt, attempts), attempts
+                )
     except ModelError as failure:  # the retry wrapper knows the agent, not the chat or depth
         failure.chat_id, failure.depth = run.chat_id, turn.depth
         raise
-    del history, call  # the thread's list may have been lent (`model_history`): held by nobody, it is not copied
+    del history  # the thread's list may have been lent (`model_history`): held by nobody, it is not copied
     usage = response.usage
     if usage is None:  # a streamed response that reported none: what its adapter says it stands for (else none)
         usage = Usage(requests=_sdk.requests_without_usage(response))
@@ -129,7 +130,7 @@ def _attempt(
 
 async def _streamed(turn: Turn, stream: StreamCall, attempts: Attempts) -> Response:
     """A streamed attempt: every event to the reader (`raw`, and `text_delta` for text), the completed response."""
-    emit = turn.emit
+    emit = turn.emit if turn.emit is not None else _nowhere
     name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
     completed: Response | None = None
     try:
@@ -137,15 +138,13 @@ async def _streamed(turn: Turn, stream: StreamCall, attempts: Attempts) -> Respo
             if not attempts.started:  # from here on, what failed cannot be tried again
                 attempts.started = True
                 stream.began()
-            if emit is not None:
-                await emit(raw_model_event(name, caller, depth, chat_id, event))
-            kind = event.type
-            if kind == "response.output_text.delta" and emit is not None:
+            await emit(raw_model_event(name, caller, depth, chat_id, event))
+            if event.type == "response.output_text.delta":
                 await emit(text_delta(name, caller, depth, chat_id, event.delta))
-            elif kind == "response.completed" or kind == "response.incomplete":
+            elif event.type in _LAST_EVENTS:
+                if event.type == "response.failed" or event.type == "error":
+                    raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
                 completed = event.response
-            elif kind == "response.failed" or kind == "error":
-                raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
     finally:
         await stream.aclose()
     if completed is None:
@@ -153,6 +152,16 @@ async def _streamed(turn: Turn, stream: StreamCall, attempts: Attempts) -> Respo
             "The model's stream ended before response.completed.", agent=name, chat_id=chat_id, depth=depth
         )
     return completed
+
+
+_LAST_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
+
+
+@types.coroutine
+def _nowhere(event: Event) -> Generator[None, None, None]:
+    """Where a streamed call's events go when nobody reads them: `await _nowhere(event)` returns at once."""
+    return
+    yield
 
 
 def _stream_failure(event: Any) -> str:

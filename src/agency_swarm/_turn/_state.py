@@ -6,6 +6,7 @@ import abc
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from agents import ItemHelpers
@@ -34,6 +35,8 @@ Only threads between agents have it; resume matches a send by it (`delivered`). 
 Responses API rejects unknown fields, and the SDK's Chat Completions converter rejects such an item (`_history`)."""
 
 
+_NO_REJECTIONS: Mapping[str, str | None] = MappingProxyType({})  # a turn's decisions are replaced, never changed
+
 CALLER_DEPTH: ContextVar[int] = ContextVar("agency_swarm_caller_depth", default=0)
 """How deep in another agency's chart the message that starts a top-level turn was sent (an A2A message says so):
 the turn's sends count their depth from there against the depth limit. 0: the user's own message."""
@@ -44,7 +47,23 @@ class Run:
     records, the sends still open, the user's approval decisions, interruptions, the trace and guardrail results.
 
     Nothing in it belongs to one agent: that is `Turn`'s. It lives from `_entry` taking the chat's lock to the
-    RunResult built from it.
+    RunResult built from it. Its fields:
+
+    - `depth_base`: the depth the turn's entry agent has in the chart of the agency that sent the message
+      (`CALLER_DEPTH`).
+    - `message`: the user's message that started the turn, as given (None: a resume); the SDK context's
+      `turn_input`.
+    - `turn_id`: the id the caller gave this turn: stored with its message, so running it again never starts it
+      twice.
+    - `inside`: this turn's chat and the turns whose tools started it: what its tools run inside (`INSIDE`).
+    - `usage_records`: ((agent, model name), usage) of each model call: every total is summed from these when
+      asked.
+    - `responses`: each model call's (response, usage): a ModelResponse, or the streamed Response and its usage
+      (`RunResult.raw_responses`).
+    - `approved`, `rejected`: call ids the user approved in `resume`; those rejected, each with the message the
+      model reads (None: the default).
+    - `trace`: None when tracing is off: then no span is made anywhere in the turn.
+    - `watch`: spans and metrics of the turn (`_telemetry`); None when telemetry is off.
     """
 
     __slots__ = (
@@ -66,32 +85,21 @@ class Run:
     ) -> None:
         self.chat_id = chat_id
         self.depth_base = CALLER_DEPTH.get()
-        """The depth the turn's entry agent has in the chart of the agency that sent the message (`CALLER_DEPTH`)."""
         self.message = message
-        """The user's message that started the turn, as given (None: a resume); the SDK context's `turn_input`."""
         self.turn_id = turn_id
-        """The id the caller gave this turn: stored with its message, so running it again never starts it twice."""
         self.inside = inside
-        """This turn's chat and the turns whose tools started it: what its tools run inside (`INSIDE`)."""
         self.streaming = streaming
         self.user_context = user_context
         self.usage_records: list[tuple[tuple[str, str], Any]] = []
-        """((agent, model name), usage) of each model call: every total is summed from these when asked."""
         self.responses: list[Any] = []
-        """Each model call's (response, usage): a ModelResponse, or the streamed Response and its usage
-        (`RunResult.raw_responses`)."""
-        self.open_pairs: set[tuple[str, str]] = set()
+        self.open_pairs: set[tuple[str, str]] | None = None  # made by the first send
         self._wrapper: AgentHookContext[Any] | None = None
         self.approved = approved
-        """Call ids the user approved in `resume`."""
-        self.rejected: Mapping[str, str | None] = {} if rejected is None else rejected
-        """Call ids the user rejected in `resume`, each with the message the model reads (None: the default)."""
+        self.rejected: Mapping[str, str | None] = _NO_REJECTIONS if rejected is None else rejected
         self.interruptions: list[Interruption] = []
         self.trace: TurnTrace | None = None
-        """None when tracing is off: then no span is made anywhere in the turn."""
         self._guardrail_log: GuardrailLog | None = None
         self.watch: TurnWatch | None = None
-        """Spans and metrics of the turn (`_telemetry`); None when telemetry is off."""
 
     def context(self) -> AgentHookContext[Any]:
         """The SDK's run context (built on first use: most turns of plain agents never need it)."""
