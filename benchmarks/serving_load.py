@@ -24,9 +24,11 @@ requests carry user-n's HS256 JWT, so every turn also passes the ownership check
 (`OTEL_EXPORTER_OTLP_ENDPOINT` at a receiver in this process that reads each export and discards it); `--metrics`;
 all three; and tracing, alone and with the other two, sampled (`OTEL_TRACES_SAMPLER=parentbased_traceidratio`,
 `--sampled` of the traces). It prints each one's median run of server CPU per turn (every run listed) and its
-overhead over nothing on. With tracing on, the exporter's first batch (its connection made) goes out before the
-measured turns, and the CPU is read once it has sent its next batch after them, so their spans' encoding and export
-are in it.
+overhead over nothing on, and the median of each round's overhead over that round's run with nothing on. With
+tracing on, the exporter's first batch (its connection made) goes out before the measured turns; the workers' CPU is
+read as the measured turns end, and their other threads' CPU (the span export thread's; /proc per thread) until
+the next batch after them has gone, so the spans' encoding and export are in it and the idle event loop's ticks
+while it waits are not.
 """
 
 from __future__ import annotations
@@ -132,12 +134,28 @@ def start(
     return process, f"http://127.0.0.1:{port}", pids
 
 
+def _ticks(stat: Path) -> int:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
+
+
 def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU time the worker processes have used so far (Linux /proc)."""
+    return sum(_ticks(Path(f"/proc/{pid}/stat")) for pid in pids) / os.sysconf("SC_CLK_TCK")
+
+
+def background_cpu_seconds(pids: list[int]) -> float:
+    """CPU time the workers' threads other than their main one (the event loop's) have used so far: the span
+    export thread's, and any worker thread's (Linux /proc, per thread)."""
     total = 0
     for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            if task.name == str(pid):
+                continue
+            try:
+                total += _ticks(task / "stat")
+            except OSError:  # a thread that ended meanwhile
+                continue
     return total / os.sysconf("SC_CLK_TCK")
 
 
@@ -174,7 +192,9 @@ async def load(
     warmed: Callable[[], None] = lambda: None,
 ) -> dict[str, float]:
     """`clients` chats busy at once, `turns` each after a warm-up turn; `headers(n)` for chat n's requests;
-    `warmed()` runs after the warm-up, `settle()` after the measured turns, before the workers' CPU is read."""
+    `warmed()` runs after the warm-up, `settle()` after the measured turns. The workers' CPU is read when the
+    measured turns end, plus what their other threads (the span export thread) use until `settle()` returns (the
+    turns' spans exported), not the idle event loop's ticks while it waits."""
     import httpx
 
     limits = httpx.Limits(max_connections=clients + 10, keepalive_expiry=1)  # under uvicorn's 5 s
@@ -199,8 +219,9 @@ async def load(
         began, cpu_before = time.perf_counter(), cpu_seconds(pids)
         await asyncio.gather(*(chat(number) for number in range(clients)))
         wall = time.perf_counter() - began
-        await asyncio.to_thread(settle)
-        cpu = cpu_seconds(pids) - cpu_before
+        cpu, background_before = cpu_seconds(pids) - cpu_before, background_cpu_seconds(pids)
+        await asyncio.to_thread(settle)  # the measured turns' spans exported: that work is theirs, idle time is not
+        cpu += background_cpu_seconds(pids) - background_before
     latencies.sort()
     return {
         "turns": len(latencies),
