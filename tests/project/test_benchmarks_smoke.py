@@ -171,3 +171,18 @@ def test_the_span_cost_benchmark_prints_both_pipelines() -> None:
     assert [row[0] for row in rows] == ["light (agency_swarm)", "OpenTelemetry SDK"]
     cell = r"-?[\d,]+\.\d \(-?[\d,]+\.\d–-?[\d,]+\.\d\)"
     assert all(re.fullmatch(cell, value) for row in rows for value in row[1:]), proc.stdout
+
+
+def test_the_in_process_observability_benchmark_prints_every_condition() -> None:
+    """observe_cost.py: each condition in its own process, served as ASGI on PostgreSQL, a CPU figure per row."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "observe_cost.py"), "--rounds", "1", "--turns", "5"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
+        env={**os.environ, "AGENCY_SWARM_BENCH_POSTGRES_URL": os.environ.get(
+            "AGENCY_SWARM_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {line.split(" | ")[0].strip("| "): line for line in proc.stdout.splitlines() if line.startswith("| ")}
+    for name in ("nothing on", "auth (JWT)", "tracing (OTLP)", "metrics", "all three"):
+        assert name in rows, proc.stdout
+        assert re.search(r"\| \d+\.\d{3} \|", rows[name]), rows[name]
