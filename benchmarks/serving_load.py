@@ -406,9 +406,10 @@ def print_overhead(runs: dict[str, list[dict[str, float]]]) -> None:
         p50 = statistics.median(row["p50_ms"] for row in rows)
         every = " ".join(f"{run['server_cpu_ms']:.2f}" for run in rows)
         overhead = paired = "–"
-        if name != "nothing on":
+        if name != "nothing on" and base > 0:  # a short run can read no whole clock tick at all
             overhead = f"{(median[name] - base) / base * 100:+.1f} %"
-            rounds = [row["server_cpu_ms"] / own - 1 for row, own in zip(rows, bases, strict=True)]
+        rounds = [row["server_cpu_ms"] / own - 1 for row, own in zip(rows, bases, strict=True) if own > 0]
+        if name != "nothing on" and rounds:
             paired = f"{statistics.median(rounds) * 100:+.1f} %"
         print(f"| {name} | {' | '.join(on)} | {rate:.0f} | {p50:.1f} | {median[name]:.3f} | {every} | {overhead} "
               f"| {paired} |", flush=True)
