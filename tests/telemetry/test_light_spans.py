@@ -363,3 +363,42 @@ def test_an_application_tracer_provider_gets_sdk_spans_and_nothing_goes_to_the_v
     assert found["status"] == 200
     assert found["tracer"] == "opentelemetry.sdk.trace"
     assert {"POST /chats/{chat_id}/messages", "turn CEO", "invoke_agent CEO"} <= set(found["spans"])
+
+
+def test_a_sampled_out_request_runs_its_turn_unwatched_and_a_sampled_one_watched(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a request span sampled out here, the turn asks no sampler, makes no span and gets no watch (the loop
+    runs as with telemetry off); under a recorded one it gets its span; under a caller's unsampled `traceparent`
+    (remote) the sampler still decides."""
+    from agency_swarm._telemetry._switch import Telemetry
+    from agency_swarm._telemetry._watch import watch_turn
+
+    tracer = light_tracer(monkeypatch, OTEL_TRACES_SAMPLER="parentbased_traceidratio", OTEL_TRACES_SAMPLER_ARG="0")
+    telemetry = Telemetry(tracer=tracer)
+    asked: list[str] = []
+    sampler = tracer.sampler
+
+    class Counting:
+        def should_sample(self, *args: Any, **kwargs: Any) -> Any:
+            asked.append(args[2])
+            return sampler.should_sample(*args, **kwargs)
+
+    monkeypatch.setattr(tracer, "sampler", Counting())
+    request = tracer.start_span("POST /chats/{chat_id}/messages", kind=SpanKind.SERVER)
+    assert not request.is_recording()
+    with trace.use_span(request):
+        assert watch_turn(telemetry, "CEO", "chat-1") is None
+    assert asked == ["POST /chats/{chat_id}/messages"]
+    recorded = tracer.start_span("POST /chats/{chat_id}/messages", context=remote_parent(sampled=True))
+    with trace.use_span(recorded):
+        watch = watch_turn(telemetry, "CEO", "chat-2")
+    assert watch is not None
+    assert watch.span.is_recording()
+    with trace.use_span(trace.get_current_span(remote_parent(sampled=False))):
+        assert watch_turn(telemetry, "CEO", "chat-3") is None
+    assert asked[-1] == "turn CEO"  # a remote parent: the sampler is asked, and drops it
+    watch.end(None, paused=False)
+    recorded.end()
+    flush_traces()
+    assert set(exported(receiver)) == {"POST /chats/{chat_id}/messages", "turn CEO"}

@@ -33,18 +33,28 @@ class TurnWatch:
         self.agent, self.span, self.spans = entry_agent, None, None  # type: str, Any, Any
         self.started = time.perf_counter()
         if self.tracer is not None:
-            from . import _spans
-
-            self.spans = _spans
-            attributes = {CHAT_ID: chat_id, AGENT: entry_agent}
-            workflow = durable_workflow_id()
-            if workflow is not None:
-                attributes[WORKFLOW_ID] = workflow
-            self.span = _spans.start(self.tracer, f"turn {entry_agent}", _spans.current_span(), attributes)
-            if not self.span.is_recording():  # sampled out: its spans would be too (their parent's decision)
-                self.spans = None
+            self._start_turn_span(chat_id)
         if self.metrics is not None:
             self.metrics.turn_started()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing to record: no metrics, and the turn's trace sampled out."""
+        return self.spans is None and self.metrics is None
+
+    def _start_turn_span(self, chat_id: str) -> None:
+        from . import _spans
+
+        parent = _spans.current_span()
+        if _spans.sampled_out_here(self.tracer, parent):  # the request was sampled out, and so is its turn
+            return
+        attributes = {CHAT_ID: chat_id, AGENT: self.agent}
+        workflow = durable_workflow_id()
+        if workflow is not None:
+            attributes[WORKFLOW_ID] = workflow
+        self.span = _spans.start(self.tracer, f"turn {self.agent}", parent, attributes)
+        if self.span.is_recording():  # else sampled out, and so would every span under it be
+            self.spans = _spans
 
     def end(self, error: BaseException | None, paused: bool) -> None:
         outcome = outcome_of(error, paused)
@@ -176,4 +186,9 @@ def durable_workflow_id() -> str | None:
 
 
 def watch_turn(telemetry: Telemetry | None, entry_agent: str, chat_id: str) -> TurnWatch | None:
-    return None if telemetry is None else TurnWatch(telemetry, entry_agent, chat_id)
+    """The turn's watch, or None when there is nothing to record (telemetry off, or only spans and the turn's trace
+    sampled out): the loop then runs as with telemetry off."""
+    if telemetry is None:
+        return None
+    watch = TurnWatch(telemetry, entry_agent, chat_id)
+    return None if watch.idle else watch

@@ -15,7 +15,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from fastapi import FastAPI, Response
-from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._base._errors import ConfigError
@@ -23,8 +22,6 @@ from .._base._extras import MissingExtra, install_hint, require_extra
 from .._telemetry import _switch
 from .._telemetry._otel import content_wanted, tracer_from_env, tracing_wanted
 from .._telemetry._request import REQUEST, RequestNote
-from ._auth._guards import AuthGuard
-from ._auth._principal import ANONYMOUS, PRINCIPAL_KEY
 from ._logs import LOG_FORMATS, json_logs_on
 
 REQUEST_ID_HEADER = b"x-request-id"
@@ -49,9 +46,6 @@ def observe(app: FastAPI, *, metrics: bool) -> FastAPI:
         _add_metrics_route(app)
     if tracer is None and counted is None and not json_logs_on():
         return app
-    guard = next((index for index, entry in enumerate(app.user_middleware) if entry.cls is AuthGuard), None)  # type: ignore[comparison-overlap]
-    if guard is not None:  # inside the authentication guard: the caller is known there
-        app.user_middleware.insert(guard + 1, Middleware(NotePrincipal))
     app.add_middleware(RequestWatch, tracer=tracer, metrics=counted)
     return app
 
@@ -241,20 +235,6 @@ class _HttpSpans:
         if status >= 500:
             span.set_status(self.error)
         span.end()
-
-
-class NotePrincipal:
-    """Inside the authentication guard: the caller's name on the request's note (log lines, the span)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        principal = scope.get(PRINCIPAL_KEY)
-        note = REQUEST.get()
-        if note is not None and principal is not None and principal is not ANONYMOUS:
-            note.principal = principal.name
-        await self.app(scope, receive, send)
 
 
 def check_observability(metrics: bool, log_format: str) -> None:

@@ -10,6 +10,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..._base._errors import InvalidChatId
 from ..._base._redact import secret_free_logger
+from ..._telemetry._request import REQUEST
 from ..._threads._chat_index import title_of
 from ..._threads._manager import check_chat_id
 from .._bodies import error_response
@@ -58,6 +59,10 @@ class AuthGuard:
             except AuthUnavailable as unavailable:
                 await error_response(503, "auth_unavailable", str(unavailable))(scope, receive, send)
                 return
+        if principal is not ANONYMOUS:
+            note = REQUEST.get()
+            if note is not None:  # the request's log lines and span name their caller
+                note.principal = principal.name
         await self.app({**scope, PRINCIPAL_KEY: principal}, receive, send)
 
 
