@@ -398,7 +398,13 @@ def test_a_sampled_out_request_runs_its_turn_unwatched_and_a_sampled_one_watched
     with trace.use_span(trace.get_current_span(remote_parent(sampled=False))):
         assert watch_turn(telemetry, "CEO", "chat-3") is None
     assert asked[-1] == "turn CEO"  # a remote parent: the sampler is asked, and drops it
+    local_sampled = trace.NonRecordingSpan(SpanContext(int(TRACE, 16), int(PARENT, 16), False, TraceFlags(SAMPLED)))
+    with trace.use_span(local_sampled):  # sampled but not recorded here: the sampler decides (parent-based: keep)
+        kept = tracer.start_span("under a sampled local span")
+    assert asked[-1] == "under a sampled local span"
+    assert kept.is_recording()
+    kept.end()
     watch.end(None, paused=False)
     recorded.end()
     flush_traces()
-    assert set(exported(receiver)) == {"POST /chats/{chat_id}/messages", "turn CEO"}
+    assert set(exported(receiver)) == {"POST /chats/{chat_id}/messages", "turn CEO", "under a sampled local span"}

@@ -2,8 +2,9 @@
 sampler, ids and attribute rules, and hand each ended sampled span to a batcher (`_batch`).
 
 Sampling: a span whose parent is a LightSpan (a local, recorded span) takes its parent's trace and sampled decision
-without asking the sampler, as a parent-based sampler would answer; a custom sampler that is not parent-based is
-consulted for roots and for remote or non-recorded parents only.
+without asking the sampler, and so does a span whose parent is a local span sampled out (it is sampled out too), as
+a parent-based sampler would answer; a custom sampler that is not parent-based is consulted for roots, remote
+parents and local parents that are sampled but not recorded only.
 """
 
 from __future__ import annotations
@@ -117,8 +118,17 @@ class LightTracer(trace.Tracer):
         if parent.__class__ is LightSpan:  # local and recorded: its trace and decision, as parent-based sampling
             return self.child(parent, name, kind, attributes, start_time, (record_exception, set_status_on_exception)
                               )._with_links(links)
-        return self._sampled(name, context, parent.get_span_context(), kind, attributes, links, start_time,
+        parent_context = parent.get_span_context()
+        if parent_context.is_valid and not parent_context.is_remote and not parent_context.trace_flags.sampled:
+            return self._sampled_out_under(parent_context)
+        return self._sampled(name, context, parent_context, kind, attributes, links, start_time,
                              (record_exception, set_status_on_exception))
+
+    def _sampled_out_under(self, parent: SpanContext) -> trace.Span:
+        """A span under a local span sampled out: sampled out as well, with ids of its own in the same trace."""
+        return trace.NonRecordingSpan(SpanContext(
+            parent.trace_id, self.new_span_id(), False, parent.trace_flags, parent.trace_state,
+        ))
 
     def child(
         self, parent: LightSpan, name: str, kind: SpanKind = SpanKind.INTERNAL, attributes: types.Attributes = None,

@@ -44,13 +44,6 @@ def current_span() -> Any:
     return span if span.get_span_context().is_valid else None
 
 
-def sampled_out_here(tracer: Any, parent: Any) -> bool:
-    """Whether a span of `tracer` under `parent` is sampled out without asking: the light tracer's children of a
-    local span that is not recorded follow its decision, as a parent-based sampler answers."""
-    return (tracer.__class__ is LightTracer and parent is not None and not parent.is_recording()
-            and not parent.get_span_context().is_remote)
-
-
 class _ScopeHeaders(Getter[list[tuple[bytes, bytes]]]):
     """The propagators' view of an ASGI scope's headers: a header decoded only when a propagator asks for it."""
 

@@ -45,14 +45,11 @@ class TurnWatch:
     def _start_turn_span(self, chat_id: str) -> None:
         from . import _spans
 
-        parent = _spans.current_span()
-        if _spans.sampled_out_here(self.tracer, parent):  # the request was sampled out, and so is its turn
-            return
         attributes = {CHAT_ID: chat_id, AGENT: self.agent}
         workflow = durable_workflow_id()
         if workflow is not None:
             attributes[WORKFLOW_ID] = workflow
-        self.span = _spans.start(self.tracer, f"turn {self.agent}", parent, attributes)
+        self.span = _spans.start(self.tracer, f"turn {self.agent}", _spans.current_span(), attributes)
         if self.span.is_recording():  # else sampled out, and so would every span under it be
             self.spans = _spans
 
