@@ -44,11 +44,16 @@ def _plain_fields(model: Any) -> dict[str, Any] | None:
     whole and the unset fields deleted (a dict's order survives deletions)."""
     if model.__pydantic_extra__:
         return None
-    values = model.__dict__
-    out = dict(values)
-    for name in values.keys() - model.__pydantic_fields_set__:
-        del out[name]
+    out = _set_only(model.__dict__, model.__pydantic_fields_set__)
     return out if _STR_OR_NONE.issuperset(map(type, out.values())) else None
+
+
+def _set_only(values: dict[str, Any], fields: set[str]) -> dict[str, Any]:
+    """`values` without the fields not in `fields`, in their order (a dict's order survives deletions)."""
+    out = dict(values)
+    for name in values.keys() - fields:
+        del out[name]
+    return out
 
 
 def _message(message: ResponseOutputMessage) -> dict[str, Any] | None:
@@ -73,9 +78,7 @@ def _message(message: ResponseOutputMessage) -> dict[str, Any] | None:
             return {"id": item_id, "content": parts, "role": role, "status": status, "type": kind}
     if "content" not in fields:  # then as `_plain_fields`, the content in its place
         return None
-    out = dict(values)
-    for name in values.keys() - fields:
-        del out[name]
+    out = _set_only(values, fields)
     out["content"] = None  # the others must be str or None
     if not _STR_OR_NONE.issuperset(map(type, out.values())):
         return None
