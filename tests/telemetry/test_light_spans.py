@@ -408,3 +408,19 @@ def test_a_sampled_out_request_runs_its_turn_unwatched_and_a_sampled_one_watched
     recorded.end()
     flush_traces()
     assert set(exported(receiver)) == {"POST /chats/{chat_id}/messages", "turn CEO", "under a sampled local span"}
+
+
+@pytest.mark.parametrize("sampler", ["parentbased_always_on", "always_on", "traceidratio"])
+def test_a_root_made_without_asking_the_default_sampler_is_the_root_it_would_make(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch, sampler: str
+) -> None:
+    tracer = light_tracer(monkeypatch, OTEL_TRACES_SAMPLER=sampler, OTEL_TRACES_SAMPLER_ARG="1.0")
+    assert tracer.roots_sampled is (sampler != "traceidratio")  # any other sampler decides each root itself
+    made = []
+    for asked in (False, True):
+        tracer.roots_sampled = not asked
+        made.append(tracer.start_span("root", kind=SpanKind.SERVER, attributes={"a": 1, "": 2, "b": [1, 2]}))
+    fast, asked_sampler = made
+    for field in ("trace_flags", "trace_state", "parent_id", "remote_parent", "kind", "attributes", "name"):
+        assert getattr(fast, field) == getattr(asked_sampler, field), field
+    assert fast.trace_flags & SAMPLED

@@ -91,8 +91,14 @@ class LightTracer(trace.Tracer):
     """Starts LightSpans; sampled-out spans are `NonRecordingSpan`s with ids of their own in the same trace, so a
     `traceparent` still propagates the trace and its decision."""
 
-    def __init__(self, sampler: Any, id_generator: Any, limits: Limits, on_end: Callable[[LightSpan], None]) -> None:
+    def __init__(
+        self, sampler: Any, id_generator: Any, limits: Limits, on_end: Callable[[LightSpan], None], *,
+        roots_sampled: bool = False,
+    ) -> None:
         self.sampler = sampler
+        self.roots_sampled = roots_sampled
+        """The sampler records and samples every root with its attributes as given (the SDK's `ALWAYS_ON` and
+        `DEFAULT_ON`): a root is made without asking it."""
         self.on_end = on_end
         self.new_span_id: Callable[[], int] = id_generator.generate_span_id
         self.new_trace_id: Callable[[], int] = id_generator.generate_trace_id
@@ -150,6 +156,11 @@ class LightTracer(trace.Tracer):
             trace_id, flags = parent.trace_id, parent.trace_flags & RANDOM_TRACE_ID
         else:
             trace_id, flags = self.new_trace_id(), self.root_flags
+            if self.roots_sampled:
+                return LightSpan(
+                    self, name, trace_id, self.new_span_id(), flags | SAMPLED, None, 0, False, kind,
+                    clean_attributes(attributes, self.max_attributes), start_time or time_ns(), on_exception,
+                )._with_links(links)
         result = self.sampler.should_sample(context, trace_id, name, kind, attributes, links)
         decision = result.decision
         if decision.is_sampled():

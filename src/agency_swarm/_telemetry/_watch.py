@@ -33,7 +33,7 @@ class TurnWatch:
         self.agent, self.span, self.spans = entry_agent, None, None  # type: str, Any, Any
         self.started = time.perf_counter()
         if self.tracer is not None:
-            self._start_turn_span(chat_id)
+            self._start_turn_span(telemetry.spans or _spans_module(), chat_id)
         if self.metrics is not None:
             self.metrics.turn_started()
 
@@ -42,16 +42,14 @@ class TurnWatch:
         """Nothing to record: no metrics, and the turn's trace sampled out."""
         return self.spans is None and self.metrics is None
 
-    def _start_turn_span(self, chat_id: str) -> None:
-        from . import _spans
-
+    def _start_turn_span(self, spans: Any, chat_id: str) -> None:
         attributes = {CHAT_ID: chat_id, AGENT: self.agent}
         workflow = durable_workflow_id()
         if workflow is not None:
             attributes[WORKFLOW_ID] = workflow
-        self.span = _spans.start(self.tracer, f"turn {self.agent}", _spans.current_span(), attributes)
+        self.span = spans.start(self.tracer, f"turn {self.agent}", spans.current_span(), attributes)
         if self.span.is_recording():  # else sampled out, and so would every span under it be
-            self.spans = _spans
+            self.spans = spans
 
     def end(self, error: BaseException | None, paused: bool) -> None:
         outcome = outcome_of(error, paused)
@@ -71,25 +69,20 @@ class TurnWatch:
         parent = self.span if turn.otel is None else turn.otel
         return self.spans.start(self.tracer, name, parent, attributes)
 
-    @contextmanager
-    def agent_turn(self, turn: Any) -> Iterator[None]:
-        """The span of one agent's turn (`invoke_agent`), under its send's span (or the turn's)."""
+    def agent_started(self, turn: Any) -> None:
+        """The span of one agent's turn (`invoke_agent`), under its send's span (or the turn's): `turn.otel` until
+        `agent_ended`. Nothing when the turn is not traced."""
+        if self.spans is not None:
+            name = turn.agent.name
+            turn.otel = self._start(turn, f"invoke_agent {name}", {OPERATION: "invoke_agent", AGENT: name})
+
+    def agent_ended(self, turn: Any, error: BaseException | None) -> None:
         if self.spans is None:
-            yield
             return
-        name = turn.agent.name
-        span = self._start(turn, f"invoke_agent {name}", {OPERATION: "invoke_agent", AGENT: name})
-        turn.otel = span
-        error: BaseException | None = None
-        try:
-            yield
-        except BaseException as failure:
-            error = failure
-            raise
-        finally:
-            if self.content and error is None and turn.output is not None:
-                span.set_attribute("gen_ai.output.text", str(turn.output))
-            self.spans.end(span, error)
+        span = turn.otel
+        if self.content and error is None and turn.output is not None:
+            span.set_attribute("gen_ai.output.text", str(turn.output))
+        self.spans.end(span, error)
 
     def model_call(self, turn: Any, model: str) -> ModelCallWatch:
         span = None
@@ -159,6 +152,13 @@ class ModelCallWatch:
             span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens or 0)
         assert self.watch.spans is not None
         self.watch.spans.end(span, error)
+
+
+def _spans_module() -> Any:
+    """`_spans` for a Telemetry made without `switch_on` (which keeps it)."""
+    from . import _spans
+
+    return _spans
 
 
 def outcome_of(error: BaseException | None, paused: bool) -> str:

@@ -119,12 +119,18 @@ def run_agent(turn: Turn, message: Message | None, additional_instructions: str 
 
 async def _watched_agent_turn(turn: Turn, message: Message | None, additional_instructions: str | None) -> None:
     """The agent's turn inside its OpenTelemetry span (`_telemetry`), and its SDK span when traced."""
-    assert turn.run.watch is not None
-    with turn.run.watch.agent_turn(turn):
+    watch = turn.run.watch
+    assert watch is not None
+    watch.agent_started(turn)
+    try:
         if turn.run.trace is None:
             await agent_turn(turn, message, additional_instructions)
         else:
             await _traced_agent_turn(turn, message, additional_instructions)
+    except BaseException as error:
+        watch.agent_ended(turn, error)
+        raise
+    watch.agent_ended(turn, None)
 
 
 async def agent_turn(turn: Turn, message: Message | None, additional_instructions: str | None) -> None:

@@ -139,19 +139,23 @@ class RequestWatch:
             return
         note = RequestNote(_request_id(scope))
         token = REQUEST.set(note)
-        spans = self.spans
-        span = None if spans is None else spans.start(scope, note)
         status = [500]
         watched = _watched_send(send, note, status, self.metrics)
-        try:
-            if spans is None:
+        spans = self.spans
+        if spans is None:
+            try:
                 await self.app(scope, receive, watched)
-            else:
-                await spans.within(span, self.app, scope, receive, watched)
+            finally:
+                REQUEST.reset(token)
+            return
+        span = spans.start(scope, note)
+        current = spans.attach(span)  # current while the request is handled: the turns it starts are spans under it
+        try:
+            await self.app(scope, receive, watched)
         finally:
+            spans.detach(current)
             REQUEST.reset(token)
-            if spans is not None:
-                spans.end(span, status[0], note)
+            spans.end(span, status[0], note)
 
 
 def _watched_send(send: Send, note: RequestNote, status: list[int], metrics: Any) -> Send:
@@ -216,13 +220,12 @@ class _HttpSpans:
                         "agency_swarm.request_id": note.request_id},
         )
 
-    async def within(self, span: Any, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-        """The request handled with its span current: the turns it starts are spans under it."""
-        token = self.context.attach(self.trace.set_span_in_context(span))
-        try:
-            await app(scope, receive, send)
-        finally:
-            self.context.detach(token)
+    def attach(self, span: Any) -> object:
+        """Make `span` current; the token `detach` takes."""
+        return self.context.attach(self.trace.set_span_in_context(span))
+
+    def detach(self, token: Any) -> None:
+        self.context.detach(token)
 
     def end(self, span: Any, status: int, note: RequestNote) -> None:
         status = abs(status)
