@@ -402,3 +402,25 @@ def test_the_bearer_scheme_is_documented_without_a_dependency_to_run() -> None:
     assert "securitySchemes" not in open_spec["components"]
     assert all("security" not in op for methods in open_spec["paths"].values() for op in methods.values())
 
+
+async def test_only_a_server_with_static_tokens_hashes_the_token() -> None:
+    from agency_swarm.serving._auth import _jwt
+
+    hashed: list[bytes] = []
+    original = _jwt.hashlib.sha256
+
+    def recording(data: bytes = b"", **kwargs: Any) -> Any:
+        hashed.append(data)
+        return original(data, **kwargs)
+
+    token = hs256("alice").encode()
+    jwt_only = _jwt.Authenticator(AuthSettings(jwt_secret=SECRET, issuer=ISSUER, audience=AUDIENCE))
+    both = _jwt.Authenticator(AuthSettings(
+        tokens={"ops": f"o-{uuid.uuid4().hex}"}, jwt_secret=SECRET, issuer=ISSUER, audience=AUDIENCE,
+    ))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_jwt.hashlib, "sha256", recording)
+        assert (await jwt_only.principal(b"Bearer " + token)).name == "alice"
+        assert token not in hashed
+        assert (await both.principal(b"Bearer " + token)).name == "alice"
+        assert token in hashed
