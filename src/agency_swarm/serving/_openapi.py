@@ -1,5 +1,4 @@
-"""What the OpenAPI document says about the chat routes beyond their models: errors, links, the SSE events and the
-bearer scheme."""
+"""What the OpenAPI document says of the chat routes beyond their models: errors, links, SSE events, bearer scheme."""
 
 from __future__ import annotations
 
