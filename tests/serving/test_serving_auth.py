@@ -360,3 +360,67 @@ async def test_a_verified_hs256_token_is_kept_until_it_expires_and_a_refused_one
             with pytest.raises(Unauthorized):
                 await authenticator.principal(f"Bearer {forged}".encode())
         assert decoded == [token, token, forged, forged]
+
+
+# -- the documented scheme -------------------------------------------------------------------------------------------
+
+
+def security_dependencies(app: Any) -> list[str]:
+    """The FastAPI security dependencies the app's routes (and its agencies' routes) would run per request."""
+    from fastapi.routing import APIRoute
+    from fastapi.security.base import SecurityBase
+
+    found: list[str] = []
+    apps = [app, *getattr(app.state, "agencies", {}).values()]
+    for route in [route for each in apps for route in each.routes if isinstance(route, APIRoute)]:
+        waiting = list(route.dependant.dependencies)
+        while waiting:
+            dependant = waiting.pop()
+            waiting.extend(dependant.dependencies)
+            if isinstance(dependant.call, SecurityBase):
+                found.append(f"{route.path}: {type(dependant.call).__name__}")
+    return found
+
+
+def test_the_bearer_scheme_is_documented_without_a_dependency_to_run() -> None:
+    """AuthGuard checks the token before any route: the document names the scheme on every route but /healthz, and
+    no route resolves a security dependency (or builds credentials nothing reads) per request."""
+    token = f"t-{uuid.uuid4().hex}"
+    single = create_app(build_agency, store=MemoryThreadStore(), auth_token=token, ag_ui=True)
+    several = create_app({"one": build_agency, "two": build_agency}, store=MemoryThreadStore(), auth_token=token)
+    bearer = {"HTTPBearer": {"type": "http", "scheme": "bearer"}}
+    for app in (single, several):
+        assert security_dependencies(app) == []
+        spec = app.openapi()
+        assert spec["components"]["securitySchemes"] == bearer
+        for path, methods in spec["paths"].items():
+            for operation in methods.values():
+                expected = None if path.endswith("/healthz") else [{"HTTPBearer": []}]
+                assert operation.get("security") == expected, path
+    assert "/ag-ui" in single.openapi()["paths"]
+    open_spec = create_app(build_agency, store=MemoryThreadStore(), ag_ui=True).openapi()
+    assert "securitySchemes" not in open_spec["components"]
+    assert all("security" not in op for methods in open_spec["paths"].values() for op in methods.values())
+
+
+async def test_only_a_server_with_static_tokens_hashes_the_token() -> None:
+    from agency_swarm.serving._auth import _jwt
+
+    hashed: list[bytes] = []
+    original = _jwt.hashlib.sha256
+
+    def recording(data: bytes = b"", **kwargs: Any) -> Any:
+        hashed.append(data)
+        return original(data, **kwargs)
+
+    token = hs256("alice").encode()
+    jwt_only = _jwt.Authenticator(AuthSettings(jwt_secret=SECRET, issuer=ISSUER, audience=AUDIENCE))
+    both = _jwt.Authenticator(AuthSettings(
+        tokens={"ops": f"o-{uuid.uuid4().hex}"}, jwt_secret=SECRET, issuer=ISSUER, audience=AUDIENCE,
+    ))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_jwt.hashlib, "sha256", recording)
+        assert (await jwt_only.principal(b"Bearer " + token)).name == "alice"
+        assert token not in hashed
+        assert (await both.principal(b"Bearer " + token)).name == "alice"
+        assert token in hashed

@@ -28,6 +28,7 @@ from ._cors import add_cors, cors_origins
 from ._guard import PUBLIC_PATHS, RequestGuard
 from ._health import StoreHealth
 from ._observe import observe
+from ._openapi import show_bearer_scheme
 from ._routes import add_routes
 from ._sse import SSE_WRITE_TIMEOUT_SECONDS, StreamTurns
 
@@ -120,6 +121,8 @@ def _assemble(
     add_cancel_route(app, app.state.agency.cancel if turns is None else turns.cancel, protected=protected)
     _add_ag_ui(app, app.state.agency, streams, turns, access.owners, protected=protected, enabled=ag_ui)
     access.add_routes(app)
+    if protected:
+        show_bearer_scheme(app)
     app.state.access = access
     service = app.state.a2a
     public = PUBLIC_PATHS if service is None else service.mount(app) | PUBLIC_PATHS

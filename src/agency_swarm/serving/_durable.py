@@ -90,7 +90,7 @@ def add_durable_routes(
 
     @app.post(
         "/chats/{chat_id}/messages", response_model=RunResultResponse, operation_id="post_message",
-        openapi_extra=form_body(durable=True), **route_docs(*turn, protected=protected, result=""),
+        **route_docs(*turn, protected=protected, result="", extra=form_body(durable=True)),
     )
     async def post_message(
         chat_id: ChatId, request: DurableMessageRequest, http: Request, idempotency_key: IdempotencyKey = None
@@ -108,8 +108,8 @@ def add_durable_routes(
         return await _answered(submitted, chat_id, background=request.background)
 
     @app.post(
-        "/chats/{chat_id}/messages:stream", operation_id="stream_message", openapi_extra=form_body(durable=True),
-        **route_docs(*turn, protected=protected, sse=True),
+        "/chats/{chat_id}/messages:stream", operation_id="stream_message",
+        **route_docs(*turn, protected=protected, sse=True, extra=form_body(durable=True)),
     )
     async def stream_message(
         chat_id: ChatId, request: DurableMessageRequest, http: Request, idempotency_key: IdempotencyKey = None

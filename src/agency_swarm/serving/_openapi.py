@@ -1,11 +1,10 @@
-"""What the OpenAPI document says about the chat routes beyond their models: errors, links and the SSE events."""
+"""What the OpenAPI document says of the chat routes beyond their models: errors, links, SSE events, bearer scheme."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Depends
-from fastapi.security import HTTPBearer
+from fastapi import FastAPI
 
 from ._bodies import CONTEXT_DOC, ErrorResponse
 from ._sse import EventStreamResponse
@@ -97,16 +96,46 @@ def _chat_links(approve: str | None = None) -> dict[str, Any]:
     return links
 
 
-def route_docs(*statuses: int, protected: bool, result: str | None = None, sse: bool = False) -> dict[str, Any]:
-    """The keyword arguments of a chat route: tags, the documented bearer scheme, its responses with their links."""
+BEARER_SCHEME = "HTTPBearer"
+
+
+def bearer_extra(*, protected: bool, extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The `openapi_extra` of a route: `extra`, and the bearer scheme when the app is `protected`. The document
+    only names the scheme: AuthGuard checks the token, so no dependency runs per request to declare it."""
+    if not protected:
+        return extra
+    return {**(extra or {}), "security": [{BEARER_SCHEME: []}]}
+
+
+def show_bearer_scheme(app: FastAPI) -> None:
+    """The app's OpenAPI document defines the bearer scheme its protected operations name (`bearer_extra`)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = build()
+        schemes = spec.setdefault("components", {}).setdefault("securitySchemes", {})
+        schemes[BEARER_SCHEME] = {"type": "http", "scheme": "bearer"}
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def route_docs(
+    *statuses: int, protected: bool, result: str | None = None, sse: bool = False, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The keyword arguments of a chat route: tags, the documented bearer scheme (with `extra`, its
+    `openapi_extra`), its responses with their links."""
     responses = _error_docs(*sorted({*statuses, 404}), protected=protected, sse=sse)  # 404: not the caller's chat
     ok: dict[str, Any] = dict(_SSE_DOC[200]) if sse else {}
     ok["links"] = _chat_links(None if result is None else f"$response.body#{result}/interruptions/0/call_id")
     responses[200] = ok
     if 409 in responses:  # chat_paused lists the calls waiting for approval
         responses[409] = {**responses[409], "links": _chat_links("$response.body#/error/interruptions/0/call_id")}
-    bearer = [Depends(HTTPBearer(auto_error=False))] if protected else []  # documents the scheme; RequestGuard checks
-    docs: dict[str, Any] = {"tags": ["chats"], "dependencies": bearer, "responses": responses}
+    docs: dict[str, Any] = {
+        "tags": ["chats"], "responses": responses, "openapi_extra": bearer_extra(protected=protected, extra=extra)
+    }
     if sse:
         docs.update(status_code=200, response_class=EventStreamResponse)
     return docs

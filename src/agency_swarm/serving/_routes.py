@@ -130,7 +130,7 @@ def _add_message_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, p
 
     @app.post(
         "/chats/{chat_id}/messages", response_model=RunResultResponse, operation_id="post_message",
-        openapi_extra=form_body(durable=False), **route_docs(*turn, protected=protected, result=""),
+        **route_docs(*turn, protected=protected, result="", extra=form_body(durable=False)),
     )
     async def post_message(
         chat_id: ChatId, request: MessageRequest, http: Request, idempotency_key: IdempotencyKey = None
@@ -147,8 +147,8 @@ def _add_message_routes(app: FastAPI, agency: Agency, streams: StreamTurns, *, p
             return failure_response(exc, chat_id)
 
     @app.post(
-        "/chats/{chat_id}/messages:stream", operation_id="stream_message", openapi_extra=form_body(durable=False),
-        **route_docs(*turn, protected=protected, sse=True),
+        "/chats/{chat_id}/messages:stream", operation_id="stream_message",
+        **route_docs(*turn, protected=protected, sse=True, extra=form_body(durable=False)),
     )
     async def stream_message(
         chat_id: ChatId, request: MessageRequest, http: Request, raw: RawEvents = False,

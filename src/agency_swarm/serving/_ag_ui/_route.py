@@ -6,8 +6,7 @@ import uuid
 from typing import Annotated, Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
-from fastapi import Depends, FastAPI, Header, Request, Response
-from fastapi.security import HTTPBearer
+from fastapi import FastAPI, Header, Request, Response
 
 from ..._agency._agency import Agency
 from ..._base._errors import TurnLockLost
@@ -17,6 +16,7 @@ from .._auth._context import context_data, rules_of
 from .._auth._owners import ChatOwners
 from .._auth._principal import RequestContext, principal_of
 from .._bodies import error_response, error_status, id_for_header
+from .._openapi import bearer_extra
 from .._routes import _entry_point, key_turn_id
 from .._sse import LOCK_LOST, EventPump, EventStreamResponse, Feed, StreamTurns, logger
 from .._text import utf8
@@ -153,11 +153,10 @@ def add_ag_ui_route(
         status: {"description": _ERRORS[status], "content": json_error} for status in shown
     }
     responses[200] = {"description": _DOC, "content": {"text/event-stream": {"schema": {"type": "string"}}}}
-    bearer = [Depends(HTTPBearer(auto_error=False))] if protected else []
 
     @app.post(
-        "/ag-ui", operation_id="ag_ui_run", tags=["ag-ui"], dependencies=bearer, responses=responses,
-        status_code=200, response_class=EventStreamResponse,
+        "/ag-ui", operation_id="ag_ui_run", tags=["ag-ui"], responses=responses, status_code=200,
+        response_class=EventStreamResponse, openapi_extra=bearer_extra(protected=protected),
     )
     async def ag_ui_run(
         http: Request, run: RunAgentInput,

@@ -8,12 +8,12 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Query, Request, Response
-from fastapi.security import HTTPBearer
+from fastapi import FastAPI, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from ..._threads._chat_index import ChatEntry, ChatIndex
 from .._bodies import ErrorResponse, error_response, failure_response
+from .._openapi import bearer_extra
 from .._text import model_response
 from ._principal import principal_of
 
@@ -80,11 +80,10 @@ def add_chat_list_route(app: FastAPI, index: ChatIndex, *, protected: bool) -> N
     responses[200] = {"links": {
         name: {"operationId": name, "parameters": chat} for name in ("get_threads", "delete_chat", "post_message")
     }}
-    bearer = [Depends(HTTPBearer(auto_error=False))] if protected else []
 
     @app.get(
         "/chats", response_model=ChatListResponse, operation_id="list_chats", tags=["chats"], responses=responses,
-        dependencies=bearer,
+        openapi_extra=bearer_extra(protected=protected),
     )
     async def list_chats(
         http: Request,
