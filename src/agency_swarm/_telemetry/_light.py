@@ -147,6 +147,16 @@ class LightTracer(trace.Tracer):
             False, kind, clean_attributes(attributes, self.max_attributes), start_time or time_ns(), on_exception,
         )
 
+    def internal(self, parent: LightSpan, name: str, attributes: dict[str, Any]) -> LightSpan:
+        """`child` for a span this package makes: `attributes` is a new dict of str keys and str, bool, int or float
+        values, kept as it is (within the attribute limit)."""
+        if len(attributes) > self.max_attributes:
+            attributes = clean_attributes(attributes, self.max_attributes)
+        return LightSpan(
+            self, name, parent.trace_id, self.new_span_id(), parent.trace_flags, parent.trace_state, parent.span_id,
+            False, SpanKind.INTERNAL, attributes, time_ns(), (True, True),
+        )
+
     def _sampled(
         self, name: str, context: Context | None, parent: SpanContext, kind: SpanKind, attributes: types.Attributes,
         links: Sequence[Link] | None, start_time: int | None, on_exception: tuple[bool, bool],

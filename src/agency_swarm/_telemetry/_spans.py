@@ -8,7 +8,6 @@ the span current where the turn starts (the HTTP request's), so a request is one
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -20,10 +19,11 @@ from ._light import LightSpan, LightTracer
 AttributeValue = str | int | float | bool
 
 
-def start(tracer: Any, name: str, parent: Any, attributes: Mapping[str, AttributeValue]) -> Any:
-    """A started span under `parent` (a span), or under the current context's span when `parent` is None."""
+def start(tracer: Any, name: str, parent: Any, attributes: dict[str, AttributeValue]) -> Any:
+    """A started span under `parent` (a span), or under the current context's span when `parent` is None;
+    `attributes` a new dict the span may keep."""
     if parent.__class__ is LightSpan and tracer.__class__ is LightTracer:
-        return tracer.child(parent, name, attributes=attributes)
+        return tracer.internal(parent, name, attributes)
     context = None if parent is None else trace.set_span_in_context(parent)
     return tracer.start_span(name, context=context, kind=SpanKind.INTERNAL, attributes=attributes)
 
