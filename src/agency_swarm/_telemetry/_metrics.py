@@ -4,9 +4,9 @@ With several worker processes (`PROMETHEUS_MULTIPROC_DIR` set before the first i
 every process writes its values to files there and `/metrics` sums them: the gauge of active turns sums the live
 processes' values.
 
-A turn's values are added up in memory and written to prometheus_client together (`_pending`): every
-`AGENCY_SWARM_METRICS_FLUSH_SECONDS` (1 s by default), before `/metrics` renders, and at exit. A scrape sees its own
-process's values at once, another worker's up to one interval late.
+A turn's values are added up in memory and written to prometheus_client together (`_pending`): one interval
+(`AGENCY_SWARM_METRICS_FLUSH_SECONDS`, 1 s by default) after the first value not written yet, before `/metrics`
+renders, and at exit. A scrape sees its own process's values at once, another worker's up to one interval late.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class Metrics:
         self.buffers.written(pending)
 
     def flush(self) -> None:
-        """This thread's values not written yet written now."""
+        """This thread's pending values, written now."""
         self.buffers.flush()
 
     def request_failed(self, status: int, reason: str, *, store_error_counted: bool) -> None:

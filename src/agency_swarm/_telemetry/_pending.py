@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import math
 import threading
@@ -160,7 +161,8 @@ class Buffers:
                 continue
             if not pending.thread.is_alive():
                 pending.write()
-                self._everyone.remove(pending)
+                with contextlib.suppress(ValueError):  # a scrape on another loop dropped it first
+                    self._everyone.remove(pending)
             elif (written := _ask_loop(pending)) is not None:
                 asked.append(written)
         if asked:
