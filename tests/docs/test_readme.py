@@ -385,6 +385,17 @@ def deploy_curl(command: str, port: int, prefix: str) -> str:
     return command.replace("localhost:8000", f"localhost:{port}")
 
 
+def deploy_answer(command: str, scratch: Path, tokens: dict[str, str]) -> str:
+    """What the curl printed; /metrics read until it counts Alice's turn (the worker that ran it writes its values
+    within a flush interval, and another worker may answer the scrape)."""
+    if not command.endswith("/metrics"):
+        return run_command(command, scratch, **tokens).stdout
+    from test_observability import scrape_until
+
+    return scrape_until(lambda: run_command(command, scratch, **tokens).stdout,
+                        lambda values: values.get(("agency_swarm_turns_total", (("outcome", "completed"),)), 0) >= 1)
+
+
 def test_the_deployment_block_serves_two_users_on_postgresql_with_traces_and_metrics(tmp_path: Path) -> None:
     from observability_support import otlp_receiver
     from postgres_support import require_postgres
@@ -405,7 +416,7 @@ def test_the_deployment_block_serves_two_users_on_postgresql_with_traces_and_met
         server = start_serve(arguments, workers=4, port=port, env=deploy_env(export, arguments, receiver.url))
         try:
             tokens = user_tokens(arguments)
-            printed = [run_command(deploy_curl(curl, port, prefix), tmp_path, **tokens).stdout for curl in curls]
+            printed = [deploy_answer(deploy_curl(curl, port, prefix), tmp_path, tokens) for curl in curls]
             traced = receiver.wait_for(lambda spans: {"alice", "bob"} <= {
                 span.attributes.get("enduser.id") for span in spans} and any(
                 span.name == "turn CEO" for span in spans), timeout=60)

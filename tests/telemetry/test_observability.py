@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -147,6 +148,22 @@ def metric_values(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], fl
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value
         for family in text_string_to_metric_families(text) for sample in family.samples
     }
+
+
+def scrape_until(
+    scrape: Callable[[], str], done: Callable[[dict[tuple[str, tuple[tuple[str, str], ...]], float]], bool],
+    timeout: float = 30.0,
+) -> str:
+    """/metrics read (`scrape`) again and again until its values are `done`: another worker process writes its
+    values up to one flush interval (AGENCY_SWARM_METRICS_FLUSH_SECONDS) late. Fails with the last text read once
+    `timeout` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = scrape()
+        if done(metric_values(text)):
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"/metrics did not show the expected values within {timeout} s:\n{text}")
 
 
 def assert_turn_metrics(values: dict[tuple[str, tuple[tuple[str, str], ...]], float], turns: int) -> None:

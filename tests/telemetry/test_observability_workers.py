@@ -12,7 +12,7 @@ import pytest
 from observability_support import SECRET_TEXT
 from postgres_support import require_postgres
 from serving_support import Server, chat_prefix, delete_chats, start_serve
-from test_observability import assert_turn_metrics, metric_values
+from test_observability import assert_turn_metrics, metric_values, scrape_until
 
 WORKERS = 2
 TURNS = 8
@@ -30,7 +30,8 @@ def prefix() -> Iterator[str]:
 def server(prefix: str) -> Iterator[Server]:
     running = start_serve(
         ["--factory", "observability_support:build_priced_agency", "--store", require_postgres(), "--metrics",
-         "--log-format", "json"], workers=WORKERS, env={"PROMETHEUS_MULTIPROC_DIR": "/nonexistent-left-over"},
+         "--log-format", "json"], workers=WORKERS,
+        env={"PROMETHEUS_MULTIPROC_DIR": "/nonexistent-left-over", "AGENCY_SWARM_METRICS_FLUSH_SECONDS": "0.1"},
     )
     yield running
     running.stop()
@@ -42,12 +43,19 @@ def test_metrics_sum_every_workers_turns(server: Server, prefix: str) -> None:
             response = client.post(f"/chats/{prefix}{index}/messages", json={"message": SECRET_TEXT})
             assert response.status_code == 200, response.text
         assert client.post(f"/chats/{prefix}0/messages", json={}).status_code == 422
-        texts = [client.get("/metrics", headers={"connection": "close"}).text for _ in range(4)]
+        texts = [scrape_until(lambda: client.get("/metrics", headers={"connection": "close"}).text, all_written)
+                 for _ in range(4)]
     for text in texts:  # whichever worker answers, it sums both workers' values
         values = metric_values(text)
         assert_turn_metrics(values, TURNS)
         assert values[("agency_swarm_turns_total", (("outcome", "completed"),))] == TURNS
         assert values[("agency_swarm_rejected_requests_total", (("reason", "invalid_request"),))] == 1
+
+
+def all_written(values: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> bool:
+    """Every turn's values written by the worker that ran it (each writes them within its flush interval)."""
+    completed = values.get(("agency_swarm_turns_total", (("outcome", "completed"),)))
+    return completed == TURNS and values.get(("agency_swarm_active_turns", ())) == 0
 
 
 def test_log_lines_are_json_objects_with_request_ids(server: Server) -> None:

@@ -3,16 +3,23 @@
 With several worker processes (`PROMETHEUS_MULTIPROC_DIR` set before the first import, as `serve --metrics` does)
 every process writes its values to files there and `/metrics` sums them: the gauge of active turns sums the live
 processes' values.
+
+A turn's values are added up in memory and written to prometheus_client together (`_pending`): one interval
+(`AGENCY_SWARM_METRICS_FLUSH_SECONDS`, 1 s by default) after the first value not written yet, before `/metrics`
+renders, and at exit. A scrape sees its own process's values at once, another worker's up to one interval late.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
 from .._model._prices import price_of
 from .._model._usage import UsageTotals
+from ._pending import Buffers, flush_interval
 
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -46,42 +53,55 @@ class Metrics:
             "agency_swarm_rejected_requests", "Requests answered 4xx, by reason (the error type).",
             ["reason"],
         )
+        self.buffers = Buffers(flush_interval(os.environ))
         self._ended: dict[tuple[str, str], tuple[Any, Any]] = {}
         self._called: dict[tuple[str, str], _ModelSeries] = {}
         """Each label set's series, looked up once (a series stays until the process ends)."""
 
     def turn_started(self) -> None:
-        self.active.inc()
+        pending = self.buffers.pending()
+        pending.add(self.active, 1)
+        self.buffers.written(pending)
 
     def turn_ended(self, agent: str, outcome: str, seconds: float) -> None:
-        self.active.dec()
         series = self._ended.get((agent, outcome))
         if series is None:
             series = self._ended[(agent, outcome)] = (self.turns.labels(outcome), self.turn_seconds.labels(agent))
-        series[0].inc()
-        series[1].observe(seconds)
+        pending = self.buffers.pending()
+        pending.add(self.active, -1)
+        pending.add(series[0], 1)
+        pending.observe(series[1], seconds)
+        self.buffers.written(pending)
 
     def model_called(self, agent: str, model: str, seconds: float, usage: Any, error: BaseException | None) -> None:
         series = self._called.get((agent, model))
         if series is None:
             series = self._called[(agent, model)] = _ModelSeries(self, agent, model)
-        series.seconds.observe(seconds)
+        pending = self.buffers.pending()
+        pending.observe(series.seconds, seconds)
         if error is not None:
-            self.model_errors.labels(agent, model).inc()
-        if usage is None:
-            return
-        series.input_tokens.inc(usage.input_tokens or 0)
-        series.output_tokens.inc(usage.output_tokens or 0)
-        price = price_of(model)
-        if price is not None:
-            totals = UsageTotals()
-            totals.add(usage)
-            if series.cost is None:  # a model without a price has no cost series at all
-                series.cost = self.cost.labels(agent, model)
-            series.cost.inc(price.of(totals))
+            if series.errors is None:
+                series.errors = self.model_errors.labels(agent, model)
+            pending.add(series.errors, 1)
+        if usage is not None:
+            pending.add(series.input_tokens, usage.input_tokens or 0)
+            pending.add(series.output_tokens, usage.output_tokens or 0)
+            price = price_of(model)
+            if price is not None:
+                totals = UsageTotals()
+                totals.add(usage)
+                if series.cost is None:  # a model without a price has no cost series at all
+                    series.cost = self.cost.labels(agent, model)
+                pending.add(series.cost, price.of(totals))
+        self.buffers.written(pending)
+
+    def flush(self) -> None:
+        """This thread's pending values, written now."""
+        self.buffers.flush()
 
     def request_failed(self, status: int, reason: str, *, store_error_counted: bool) -> None:
-        """A 4xx response (rejected, by its error type), or a 503 because the store failed (counted once)."""
+        """A 4xx response (rejected, by its error type), or a 503 because the store failed (counted once); written
+        at once (rare, unlike a turn's values)."""
         if status < 500:
             self.rejected.labels(reason).inc()
         elif reason == "store_unavailable" and not store_error_counted:
@@ -91,21 +111,25 @@ class Metrics:
 class _ModelSeries:
     """The series one agent's calls to one model count into."""
 
-    __slots__ = ("cost", "input_tokens", "output_tokens", "seconds")
+    __slots__ = ("cost", "errors", "input_tokens", "output_tokens", "seconds")
 
     def __init__(self, metrics: Metrics, agent: str, model: str) -> None:
         self.seconds = metrics.model_seconds.labels(agent, model)
         self.input_tokens = metrics.tokens.labels(agent, model, "input")
         self.output_tokens = metrics.tokens.labels(agent, model, "output")
         self.cost: Any = None
+        self.errors: Any = None
 
 
 _METRICS: Metrics | None = None
 
 
 def metrics() -> Metrics:
-    """This process's metrics, registered on first use."""
+    """This process's metrics, registered on first use; their pending values written at exit, and never by a forked
+    child (the parent writes its own)."""
     global _METRICS
     if _METRICS is None:
         _METRICS = Metrics()
+        atexit.register(_METRICS.buffers.flush_all_now)
+        os.register_at_fork(after_in_child=_METRICS.buffers.forget)
     return _METRICS

@@ -43,7 +43,7 @@ def observe(app: FastAPI, *, metrics: bool) -> FastAPI:
     if tracer is not None or counted is not None:
         _switch.switch_on(tracer=tracer, metrics=counted, content=content_wanted())
     if counted is not None:
-        _add_metrics_route(app)
+        _add_metrics_route(app, counted)
     if tracer is None and counted is None and not json_logs_on():
         return app
     app.add_middleware(RequestWatch, tracer=tracer, metrics=counted)
@@ -62,7 +62,7 @@ def _metrics() -> Any:
     return metrics()
 
 
-def _add_metrics_route(app: FastAPI) -> None:
+def _add_metrics_route(app: FastAPI, counted: Any) -> None:
     from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest, multiprocess
     from starlette.concurrency import run_in_threadpool
 
@@ -75,8 +75,10 @@ def _add_metrics_route(app: FastAPI) -> None:
 
     @app.get("/metrics", include_in_schema=False)
     async def prometheus_metrics() -> Response:
-        """The process's metrics; with several workers (PROMETHEUS_MULTIPROC_DIR), every worker's, summed. In
-        durable mode, the queue's depth too, read now from the database (once: it is the queue's, not a worker's)."""
+        """The process's metrics, its values not written yet written first; with several workers
+        (PROMETHEUS_MULTIPROC_DIR), every worker's, summed (another worker's as it last wrote them). In durable mode,
+        the queue's depth too, read now from the database (once: it is the queue's, not a worker's)."""
+        await counted.buffers.flush_everywhere()
         body = await run_in_threadpool(exposition)
         turns = getattr(app.state, "durable", None)
         if turns is not None:
