@@ -39,8 +39,7 @@ def flush_interval(environ: Mapping[str, str]) -> float:
         value = math.nan
     if value > 0 and math.isfinite(value):
         return value
-    _logger.warning("%s must be a positive number of seconds, got %r; using %s.", FLUSH_VARIABLE, raw,
-                    DEFAULT_FLUSH_SECONDS)
+    _logger.warning("%s must be a positive number of seconds; using %s.", FLUSH_VARIABLE, DEFAULT_FLUSH_SECONDS)
     return DEFAULT_FLUSH_SECONDS
 
 
