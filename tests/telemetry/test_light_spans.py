@@ -424,3 +424,22 @@ def test_a_root_made_without_asking_the_default_sampler_is_the_root_it_would_mak
     for field in ("trace_flags", "trace_state", "parent_id", "remote_parent", "kind", "attributes", "name"):
         assert getattr(fast, field) == getattr(asked_sampler, field), field
     assert fast.trace_flags & SAMPLED
+
+
+def test_the_environment_requests_reads_is_read_once_when_the_exporter_is_made(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from agency_swarm._telemetry._otlp import Sender, settings_from_env
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "bypassed.example")
+    (tmp_path / ".netrc").write_text("machine collector.example login robot password offline-test-value-2\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    monkeypatch.setenv("NETRC", str(tmp_path / ".netrc"))
+    proxied = Sender(settings_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector.example:4318"})).session
+    assert proxied.proxies.get("http") == "http://proxy.example:3128"
+    assert proxied.auth == ("robot", "offline-test-value-2")
+    assert proxied.trust_env is False  # nothing read again per post
+    bypassed = Sender(settings_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://bypassed.example:4318"})).session
+    assert "http" not in bypassed.proxies
+    assert bypassed.auth is None

@@ -126,10 +126,14 @@ class Sender:
         """Set: no more waiting between attempts (shutdown)."""
 
     def new_session(self) -> requests.Session:
-        """A session (its pooled connections) of this process's own."""
+        """A session (its pooled connections) of this process's own. What requests reads from the environment for
+        the endpoint (proxies, a CA bundle, .netrc credentials) is read once here, not again for every post."""
         session = requests.Session()
-        session.verify = self.settings.verify
-        session.cert = self.settings.cert
+        endpoint = self.settings.endpoint
+        found = session.merge_environment_settings(endpoint, {}, None, self.settings.verify, self.settings.cert)
+        session.proxies, session.verify, session.cert = found["proxies"], found["verify"], found["cert"]
+        session.auth = requests.utils.get_netrc_auth(endpoint)
+        session.trust_env = False
         return session
 
     def _compressed(self, body: bytes) -> bytes:

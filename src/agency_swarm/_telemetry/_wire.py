@@ -30,10 +30,13 @@ _ANY_STRING, _ANY_BOOL, _ANY_INT, _ANY_DOUBLE, _ANY_ARRAY, _ANY_KVLIST, _ANY_BYT
 SPAN_ATTRIBUTES, EVENT_ATTRIBUTES, LINK_ATTRIBUTES, RESOURCE_ATTRIBUTES = b"\x4a", b"\x1a", b"\x22", b"\x0a"
 
 
+_ONE_BYTE = tuple(bytes((size,)) for size in range(0x80))
+
+
 def varint(value: int) -> bytes:
     """An unsigned varint; a negative int64 as its 64-bit two's complement (ten bytes), as protobuf writes it."""
-    if 0 <= value < 0x80:
-        return bytes((value,))
+    if 0 <= value < 0x4000:
+        return _ONE_BYTE[value] if value < 0x80 else bytes((value & 0x7F | 0x80, value >> 7))
     if value < 0:
         value += _UINT64
     out = bytearray()
@@ -47,7 +50,7 @@ def varint(value: int) -> bytes:
 def delimited(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: its tag, the payload's length, the payload."""
     size = len(payload)
-    return tag + (bytes((size,)) if size < 0x80 else varint(size)) + payload
+    return tag + (_ONE_BYTE[size] if size < 0x80 else varint(size)) + payload
 
 
 def _text(tag: bytes, value: str) -> bytes:
@@ -104,17 +107,32 @@ class KeyValues:
     def __init__(self, tag: bytes, length_limit: int | None) -> None:
         self.tag, self.length_limit = tag, length_limit
         self.caches: dict[type, dict[tuple[str, Any], bytes]] = {kind: {} for kind in _CACHED_TYPES}
+        self.keys: dict[str, bytes] = {}
+        """Each key's field in a `KeyValue` (tag, length, UTF-8)."""
 
     def one(self, key: str, value: Any) -> bytes:
         if self.length_limit is not None:
             value = truncated(value, self.length_limit)
-        cache = self.caches.get(value.__class__)
-        if cache is None or (value.__class__ is str and len(value) > _CACHED_STR_LENGTH):
+        kind = value.__class__
+        cache = self.caches.get(kind)
+        if cache is None:
             return delimited(self.tag, key_value(key, value))
         pair = (key, value)
         found = cache.get(pair)
-        if found is None:
-            found = delimited(self.tag, key_value(key, value))
+        if found is not None:
+            return found
+        if kind is str:  # the usual miss (ids): written here, without the general functions' checks
+            payload = value.encode()
+            size = len(payload)
+            encoded = b"\x0a" + (_ONE_BYTE[size] if size < 0x80 else varint(size)) + payload
+        else:
+            encoded = any_value(value)
+        named = self.keys.get(key)
+        if named is None:
+            named = self.keys[key] = _text(b"\x0a", key) if len(self.keys) < _CACHE_ENTRIES else b""
+            named = named or _text(b"\x0a", key)
+        found = delimited(self.tag, named + delimited(b"\x12", encoded))
+        if kind is not str or len(value) <= _CACHED_STR_LENGTH:
             if len(cache) >= _CACHE_ENTRIES:
                 cache.clear()
             cache[pair] = found
@@ -193,7 +211,8 @@ class SpanWriter:
             code = status.status_code.value
             parts.append(delimited(b"\x7a", _text(b"\x12", status.description or "") + (
                 b"\x18" + varint(code) if code else b"")))
-        parts.append(_FLAGS.pack(0x85, 0x01, flags(span.trace_flags, span.remote_parent)))
+        remote = IS_REMOTE if span.remote_parent else 0
+        parts.append(_FLAGS.pack(0x85, 0x01, span.trace_flags & 0xFF | HAS_IS_REMOTE | remote))
         return b"".join(parts)
 
     def _name_and_kind(self, name: str, kind: SpanKind) -> bytes:
