@@ -147,6 +147,19 @@ class LightTracer(trace.Tracer):
             False, kind, clean_attributes(attributes, self.max_attributes), start_time or time_ns(), on_exception,
         )
 
+    def root(self, name: str, kind: SpanKind, attributes: dict[str, Any]) -> trace.Span:
+        """What `start_span` makes with an empty context (a new trace); `attributes` a new dict of str keys and
+        plain values, kept as it is (within the attribute limit) when the sampler need not be asked."""
+        if not self.roots_sampled:
+            no_parent = trace.INVALID_SPAN_CONTEXT
+            return self._sampled(name, Context(), no_parent, kind, attributes, None, None, (True, True))
+        if len(attributes) > self.max_attributes:
+            attributes = clean_attributes(attributes, self.max_attributes)
+        return LightSpan(
+            self, name, self.new_trace_id(), self.new_span_id(), self.root_flags | SAMPLED, None, 0, False, kind,
+            attributes, time_ns(), (True, True),
+        )
+
     def internal(self, parent: LightSpan, name: str, attributes: dict[str, Any]) -> LightSpan:
         """`child` for a span this package makes: `attributes` is a new dict of str keys and str, bool, int or float
         values, kept as it is (within the attribute limit)."""

@@ -110,6 +110,13 @@ def _queue_depth(queue: str, depth: int | None) -> bytes:
 
 def route_of(path: str) -> str:
     """The path with its ids as placeholders (`/chats/{chat_id}/messages`): a span's name, without ids in it."""
+    if path.startswith("/chats/"):  # the usual request: one id, right after /chats/
+        slash = path.find("/", 7)
+        if slash < 0:
+            return "/chats/{chat_id}"
+        rest = path[slash:]
+        if "/turns/" not in rest and "/chats/" not in rest:
+            return "/chats/{chat_id}" + rest
     segments = path.split("/")
     for index in range(1, len(segments) - 1):
         placeholder = _ID_SEGMENTS.get(segments[index])
@@ -121,9 +128,11 @@ def route_of(path: str) -> str:
 def _request_id(scope: Scope) -> str:
     """The client's `X-Request-ID` when it is a plain token, else 32 new hex digits (an id for log lines and
     support, not a secret: `random`, which each worker process seeds on its own, not the OS's entropy per request)."""
-    given = next((value for key, value in scope["headers"] if key.lower() == REQUEST_ID_HEADER), None)
-    if given is not None and _GOOD_REQUEST_ID.fullmatch(given):
-        return str(given.decode())
+    for key, value in scope["headers"]:
+        if key.lower() == REQUEST_ID_HEADER:
+            if _GOOD_REQUEST_ID.fullmatch(value):
+                return str(value.decode())
+            break
     return f"{random.getrandbits(128):032x}"
 
 
@@ -192,11 +201,13 @@ class _HttpSpans:
         from opentelemetry import context, propagate, trace
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
+        from .._telemetry._light import LightTracer
         from .._telemetry._spans import SCOPE_HEADERS
 
         self.tracer, self.context, self.trace, self.propagate = tracer, context, trace, propagate
         self.server, self.error = SpanKind.SERVER, Status(StatusCode.ERROR)
         self.headers = SCOPE_HEADERS
+        self.light = tracer if isinstance(tracer, LightTracer) else None
         self._fields: tuple[Any, frozenset[bytes]] = (None, frozenset())
 
     def _read_fields(self) -> frozenset[bytes]:
@@ -206,21 +217,21 @@ class _HttpSpans:
             self._fields = (propagator, frozenset(name.lower().encode("latin-1") for name in propagator.fields))
         return self._fields[1]
 
-    def _parent(self, headers: list[tuple[bytes, bytes]]) -> Any:
-        """The trace context the request's headers carry; an empty context (a new trace) when they carry none of
-        the fields the propagators read, without asking each propagator to look."""
-        fields = self._read_fields()
-        if not any(key.lower() in fields for key, _ in headers):
-            return self.context.Context()
-        return self.propagate.extract(headers, getter=self.headers)
+    def _carries_context(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        """Whether the headers carry a field the propagators read (else a new trace, no propagator asked)."""
+        return not self._read_fields().isdisjoint([key.lower() for key, _ in headers])
 
     def start(self, scope: Scope, note: RequestNote) -> Any:
         route = route_of(scope["path"])
-        return self.tracer.start_span(
-            f"{scope['method']} {route}", context=self._parent(scope["headers"]), kind=self.server,
-            attributes={"http.request.method": scope["method"], "http.route": route,
-                        "agency_swarm.request_id": note.request_id},
-        )
+        method: str = scope["method"]
+        name, headers = f"{method} {route}", scope["headers"]
+        attributes = {"http.request.method": method, "http.route": route, "agency_swarm.request_id": note.request_id}
+        if not self._carries_context(headers):
+            if self.light is not None:
+                return self.light.root(name, self.server, attributes)
+            return self.tracer.start_span(name, context=self.context.Context(), kind=self.server, attributes=attributes)
+        context = self.propagate.extract(headers, getter=self.headers)
+        return self.tracer.start_span(name, context=context, kind=self.server, attributes=attributes)
 
     def attach(self, span: Any) -> object:
         """Make `span` current; the token `detach` takes."""
