@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -173,10 +174,40 @@ def print_table(runs: dict[str, list[float]]) -> None:
         print(f"| {name} | {median:.3f} | {every} | {overhead} | {paired} |", flush=True)
 
 
+def count_instructions(name: str, receiver_url: str, turns: int) -> int:
+    """Instructions (callgrind's Ir, every thread) of one process serving `turns` measured turns."""
+    with tempfile.TemporaryDirectory(prefix="observe-cost-") as scratch:
+        out = Path(scratch) / "callgrind.out"
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__, "--child", name,
+             "--turns", str(turns)],
+            env=_environment(name, receiver_url, scratch), capture_output=True, text=True, timeout=3600,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"{name}: the measuring process failed under callgrind:\n{done.stderr[-3000:]}")
+        summary = next(line for line in out.read_text().splitlines() if line.startswith("summary:"))
+    return int(summary.split()[1])
+
+
+def print_instructions(receiver_url: str) -> None:
+    """Each condition's instructions per turn (300 measured turns less 100, over 200) against nothing on."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind).")
+    print("| condition | instructions per turn | overhead |")
+    print("|---|---:|---:|")
+    base = 0.0
+    for name in CONDITIONS:
+        per_turn = (count_instructions(name, receiver_url, 300) - count_instructions(name, receiver_url, 100)) / 200
+        base = base or per_turn
+        overhead = "–" if name == "nothing on" else f"{(per_turn - base) / base * 100:+.1f} %"
+        print(f"| {name} | {per_turn:,.0f} | {overhead} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--turns", type=int, default=800)
+    parser.add_argument("--instructions", action="store_true", help="count instructions per turn under callgrind")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -185,6 +216,12 @@ def main() -> None:
     from serving_load import DiscardingReceiver
 
     receiver = DiscardingReceiver()
+    if args.instructions:
+        try:
+            print_instructions(receiver.url)
+        finally:
+            receiver.close()
+        return
     runs: dict[str, list[float]] = {name: [] for name in CONDITIONS}
     try:
         for _ in range(args.rounds):

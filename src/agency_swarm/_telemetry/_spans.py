@@ -28,6 +28,18 @@ def start(tracer: Any, name: str, parent: Any, attributes: dict[str, AttributeVa
     return tracer.start_span(name, context=context, kind=SpanKind.INTERNAL, attributes=attributes)
 
 
+def annotate(span: Any, attributes: dict[str, AttributeValue]) -> None:
+    """Attributes the package adds to a span it made (plain values, keys it does not hold yet): into a LightSpan's
+    own attributes while within its limit, else through `set_attribute` (which keeps the SDK's rules)."""
+    if span.__class__ is LightSpan and span.end_time is None:
+        held = span.attributes
+        if len(held) + len(attributes) <= span.tracer.max_attributes and held.keys().isdisjoint(attributes):
+            held.update(attributes)
+            return
+    for key, value in attributes.items():
+        span.set_attribute(key, value)
+
+
 def end(span: Any, error: BaseException | None = None) -> None:
     """End `span`; a failure sets its status and `error.type` (the exception's class, never its message: it may
     hold message text)."""

@@ -61,7 +61,7 @@ class TurnWatch:
                 if note is not None:
                     note.store_error_counted = True
         if self.spans is not None:
-            self.span.set_attribute("agency_swarm.turn.outcome", outcome)
+            self.spans.annotate(self.span, {"agency_swarm.turn.outcome": outcome})
             self.spans.end(self.span, error)
 
     def _start(self, turn: Any, name: str, attributes: dict[str, Any]) -> Any:
@@ -147,11 +147,12 @@ class ModelCallWatch:
         span = self.span
         if span is None:
             return
+        spans = self.watch.spans
+        assert spans is not None
         if usage is not None:
-            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens or 0)
-            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens or 0)
-        assert self.watch.spans is not None
-        self.watch.spans.end(span, error)
+            spans.annotate(span, {"gen_ai.usage.input_tokens": usage.input_tokens or 0,
+                                  "gen_ai.usage.output_tokens": usage.output_tokens or 0})
+        spans.end(span, error)
 
 
 def _spans_module() -> Any:

@@ -202,11 +202,11 @@ class _HttpSpans:
         from opentelemetry.trace import SpanKind, Status, StatusCode
 
         from .._telemetry._light import LightTracer
-        from .._telemetry._spans import SCOPE_HEADERS
+        from .._telemetry._spans import SCOPE_HEADERS, annotate
 
         self.tracer, self.context, self.trace, self.propagate = tracer, context, trace, propagate
         self.server, self.error = SpanKind.SERVER, Status(StatusCode.ERROR)
-        self.headers = SCOPE_HEADERS
+        self.headers, self.annotate = SCOPE_HEADERS, annotate
         self.light = tracer if isinstance(tracer, LightTracer) else None
         self._fields: tuple[Any, frozenset[bytes]] = (None, frozenset())
 
@@ -245,9 +245,10 @@ class _HttpSpans:
         if not span.is_recording():  # sampled out
             span.end()
             return
-        span.set_attribute("http.response.status_code", status)
+        attributes: dict[str, Any] = {"http.response.status_code": status}
         if note.principal is not None:
-            span.set_attribute("enduser.id", note.principal)
+            attributes["enduser.id"] = note.principal
+        self.annotate(span, attributes)
         if status >= 500:
             span.set_status(self.error)
         span.end()
