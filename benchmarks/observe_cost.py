@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -174,14 +175,23 @@ def print_table(runs: dict[str, list[float]]) -> None:
         print(f"| {name} | {median:.3f} | {every} | {overhead} | {paired} |", flush=True)
 
 
+SLOWDOWN = 50
+"""About how much slower a process runs under callgrind: the span batcher's and the metrics' flush intervals are
+stretched by as much, so their batches hold what they would at full speed (a timed flush of a few turns' spans or
+values would count what a served turn does not pay)."""
+
+
 def count_instructions(name: str, receiver_url: str, turns: int) -> int:
     """Instructions (callgrind's Ir, every thread) of one process serving `turns` measured turns."""
     with tempfile.TemporaryDirectory(prefix="observe-cost-") as scratch:
         out = Path(scratch) / "callgrind.out"
+        env = _environment(name, receiver_url, scratch)
+        env["OTEL_BSP_SCHEDULE_DELAY"] = str(5000 * SLOWDOWN)
+        env["AGENCY_SWARM_METRICS_FLUSH_SECONDS"] = str(1.0 * SLOWDOWN)
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__, "--child", name,
              "--turns", str(turns)],
-            env=_environment(name, receiver_url, scratch), capture_output=True, text=True, timeout=3600,
+            env=env, capture_output=True, text=True, timeout=3600,
         )
         if done.returncode != 0:
             raise SystemExit(f"{name}: the measuring process failed under callgrind:\n{done.stderr[-3000:]}")
@@ -193,12 +203,15 @@ def print_instructions(receiver_url: str) -> None:
     """Each condition's instructions per turn (300 measured turns less 100, over 200) against nothing on."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind).")
+    runs = [(name, turns) for name in CONDITIONS for turns in (100, 300)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:  # each run is a process of its own
+        counted = dict(zip(runs, pool.map(lambda run: count_instructions(run[0], receiver_url, run[1]), runs),
+                           strict=True))
     print("| condition | instructions per turn | overhead |")
     print("|---|---:|---:|")
-    base = 0.0
+    base = (counted["nothing on", 300] - counted["nothing on", 100]) / 200
     for name in CONDITIONS:
-        per_turn = (count_instructions(name, receiver_url, 300) - count_instructions(name, receiver_url, 100)) / 200
-        base = base or per_turn
+        per_turn = (counted[name, 300] - counted[name, 100]) / 200
         overhead = "–" if name == "nothing on" else f"{(per_turn - base) / base * 100:+.1f} %"
         print(f"| {name} | {per_turn:,.0f} | {overhead} |", flush=True)
 
