@@ -24,12 +24,13 @@ def run_cli(code: str, tmp_path: Path, **env: str) -> subprocess.CompletedProces
         raise AssertionError(f"the command still ran after {BOUND} s: {expired.stdout!r} {expired.stderr!r}") from None
 
 
+OFFLINE_VALUE = "offline-test-value-not-a-key"
 DEMO = "import sys\nsys.argv = ['agency-swarm', 'demo']\nfrom agency_swarm.__main__ import cli\ncli()\n"
 
 
 def test_a_model_it_cannot_reach_is_one_error_line_without_sdk_log_lines(tmp_path: Path) -> None:
     closed = free_port()  # nobody listens there: every model call fails to connect
-    done = run_cli(DEMO, tmp_path, OPENAI_API_KEY="offline-test-value-not-a-key", OPENAI_BASE_URL=f"http://127.0.0.1:{closed}/v1")
+    done = run_cli(DEMO, tmp_path, OPENAI_API_KEY=OFFLINE_VALUE, OPENAI_BASE_URL=f"http://127.0.0.1:{closed}/v1")
     assert done.returncode == 1, done.stderr
     assert done.stderr == ""  # no "Error streaming response", no "[non-fatal] Tracing request failed"
     lines = done.stdout.splitlines()
