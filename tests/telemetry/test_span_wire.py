@@ -16,7 +16,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
 from agency_swarm._telemetry._otlp import Encoder
-from agency_swarm._telemetry._wire import varint
+from agency_swarm._telemetry._wire import SPAN_ATTRIBUTES, KeyValues, delimited, varint
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
 SCALARS = st.one_of(
@@ -136,3 +136,12 @@ def test_an_attribute_protobuf_cannot_hold_is_left_out_and_the_rest_is_sent() ->
 def test_varints_match_protobuf(value: int) -> None:
     expected = AnyValue(int_value=value).SerializeToString()
     assert b"\x18" + varint(value) == expected
+
+
+def test_keys_past_the_cache_bound_are_still_written() -> None:
+    values = KeyValues(SPAN_ATTRIBUTES, None)
+    for index in range(5000):  # more distinct keys than the key cache keeps
+        values.one(f"key-{index}", 1.5)
+    for key in ("key-4999", "late"):
+        assert values.one(key, 2.5) == delimited(SPAN_ATTRIBUTES, KeyValue(key=key, value=AnyValue(
+            double_value=2.5)).SerializeToString())

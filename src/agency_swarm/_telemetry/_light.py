@@ -155,9 +155,16 @@ class LightTracer(trace.Tracer):
             return self._sampled(name, Context(), no_parent, kind, attributes, None, None, (True, True))
         if len(attributes) > self.max_attributes:
             attributes = clean_attributes(attributes, self.max_attributes)
+        return self._root(self.new_trace_id(), name, kind, attributes, time_ns(), (True, True))
+
+    def _root(
+        self, trace_id: int, name: str, kind: SpanKind, attributes: dict[str, Any], start_time: int,
+        on_exception: tuple[bool, bool],
+    ) -> LightSpan:
+        """A recorded and sampled root (`roots_sampled`): no parent, no trace state."""
         return LightSpan(
-            self, name, self.new_trace_id(), self.new_span_id(), self.root_flags | SAMPLED, None, 0, False, kind,
-            attributes, time_ns(), (True, True),
+            self, name, trace_id, self.new_span_id(), self.root_flags | SAMPLED, None, 0, False, kind, attributes,
+            start_time, on_exception,
         )
 
     def internal(self, parent: LightSpan, name: str, attributes: dict[str, Any]) -> LightSpan:
@@ -180,10 +187,8 @@ class LightTracer(trace.Tracer):
         else:
             trace_id, flags = self.new_trace_id(), self.root_flags
             if self.roots_sampled:
-                return LightSpan(
-                    self, name, trace_id, self.new_span_id(), flags | SAMPLED, None, 0, False, kind,
-                    clean_attributes(attributes, self.max_attributes), start_time or time_ns(), on_exception,
-                )._with_links(links)
+                kept = clean_attributes(attributes, self.max_attributes)
+                return self._root(trace_id, name, kind, kept, start_time or time_ns(), on_exception)._with_links(links)
         result = self.sampler.should_sample(context, trace_id, name, kind, attributes, links)
         decision = result.decision
         if decision.is_sampled():

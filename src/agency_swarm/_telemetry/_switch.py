@@ -17,8 +17,6 @@ class Telemetry:
     metrics: Metrics | None = None
     content: bool = False
     """Put message text (a send's message, tool arguments and outputs, final outputs) on spans."""
-    spans: Any = None
-    """The `_spans` module once a tracer is on (it imports OpenTelemetry: imported then, not on every turn)."""
 
 
 ACTIVE: Telemetry | None = None
@@ -29,9 +27,7 @@ def switch_on(*, tracer: Any = None, metrics: Metrics | None = None, content: bo
     global ACTIVE
     active = ACTIVE or Telemetry()
     if tracer is not None:
-        from . import _spans
-
-        active.tracer, active.spans = tracer, _spans
+        active.tracer = tracer
     if metrics is not None:
         active.metrics = metrics
     if content is not None:

@@ -33,7 +33,7 @@ class TurnWatch:
         self.agent, self.span, self.spans = entry_agent, None, None  # type: str, Any, Any
         self.started = time.perf_counter()
         if self.tracer is not None:
-            self._start_turn_span(telemetry.spans or _spans_module(), chat_id)
+            self._start_turn_span(_spans_module(), chat_id)
         if self.metrics is not None:
             self.metrics.turn_started()
 
@@ -155,11 +155,18 @@ class ModelCallWatch:
         spans.end(span, error)
 
 
-def _spans_module() -> Any:
-    """`_spans` for a Telemetry made without `switch_on` (which keeps it)."""
-    from . import _spans
+_SPANS: Any = None
 
-    return _spans
+
+def _spans_module() -> Any:
+    """`_spans`, imported on the first traced turn (it imports OpenTelemetry, an extra) and kept, not imported again
+    on every turn."""
+    global _SPANS
+    if _SPANS is None:
+        from . import _spans
+
+        _SPANS = _spans
+    return _SPANS
 
 
 def outcome_of(error: BaseException | None, paused: bool) -> str:

@@ -121,16 +121,13 @@ class KeyValues:
         found = cache.get(pair)
         if found is not None:
             return found
-        if kind is str:  # the usual miss (ids): written here, without the general functions' checks
-            payload = value.encode()
-            size = len(payload)
-            encoded = b"\x0a" + (_ONE_BYTE[size] if size < 0x80 else varint(size)) + payload
-        else:
-            encoded = any_value(value)
+        # the usual miss is a string (an id): written without `any_value`'s type checks
+        encoded = delimited(_ANY_STRING, value.encode()) if kind is str else any_value(value)
         named = self.keys.get(key)
         if named is None:
-            named = self.keys[key] = _text(b"\x0a", key) if len(self.keys) < _CACHE_ENTRIES else b""
-            named = named or _text(b"\x0a", key)
+            named = _text(b"\x0a", key)
+            if len(self.keys) < _CACHE_ENTRIES:
+                self.keys[key] = named
         found = delimited(self.tag, named + delimited(b"\x12", encoded))
         if kind is not str or len(value) <= _CACHED_STR_LENGTH:
             if len(cache) >= _CACHE_ENTRIES:
@@ -211,8 +208,7 @@ class SpanWriter:
             code = status.status_code.value
             parts.append(delimited(b"\x7a", _text(b"\x12", status.description or "") + (
                 b"\x18" + varint(code) if code else b"")))
-        remote = IS_REMOTE if span.remote_parent else 0
-        parts.append(_FLAGS.pack(0x85, 0x01, span.trace_flags & 0xFF | HAS_IS_REMOTE | remote))
+        parts.append(_FLAGS.pack(0x85, 0x01, flags(span.trace_flags, span.remote_parent)))
         return b"".join(parts)
 
     def _name_and_kind(self, name: str, kind: SpanKind) -> bytes:
