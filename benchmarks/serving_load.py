@@ -38,19 +38,22 @@ import asyncio
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-MODEL_LATENCY_S = 0.020
+MODEL_LATENCY_S = float(os.environ.get("BENCH_MODEL_LATENCY_S", "0.020"))
 POSTGRES_URL = os.environ.get("AGENCY_SWARM_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 HERE = Path(__file__).resolve().parent
 # tests/support/pg_proxy.py, the round-trip counter the tests use too
@@ -99,16 +102,20 @@ def build_agency(store: Any, model: Any = None) -> Any:
 def start(
     workers: int, store: str, options: Sequence[str] = (), factory: str = "serving_load:build_agency",
     lines: queue.Queue[str | None] | None = None, env: dict[str, str] | None = None,
+    launcher: Sequence[str] = (),
 ) -> tuple[subprocess.Popen[str], str, list[int]]:
     """`agency-swarm serve` with `options` (and `env` added to this process's), once every worker started: the
-    process, its URL and the workers' pids. The server's log lines go on to `lines` (read by the caller) if given."""
+    process, its URL and the workers' pids. The server's log lines go on to `lines` (read by the caller) if given.
+    `launcher` runs the server's Python in something (valgrind)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    program = [*launcher, sys.executable, "-m", "agency_swarm"] if launcher else [
+        str(Path(sys.executable).with_name("agency-swarm"))]
     command = [
-        str(Path(sys.executable).with_name("agency-swarm")), "serve", "--factory", factory, "--store", store,
+        *program, "serve", "--factory", factory, "--store", store,
         "--workers", str(workers), "--port", str(port), "--no-access-log", *options,
     ]
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
@@ -123,7 +130,7 @@ def start(
     threading.Thread(target=read, daemon=True).start()
     started, log, pids = 0, [], []
     while started < workers:  # every worker logs its start-up; bounded by the timeout
-        line = lines.get(timeout=STARTUP_TIMEOUT_S)
+        line = lines.get(timeout=STARTUP_TIMEOUT_S * (SLOWDOWN if launcher else 1))
         if line is None:
             raise SystemExit(f"the server exited while starting:\n{''.join(log)}")
         log.append(line)
@@ -159,10 +166,10 @@ def background_cpu_seconds(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def stop(process: subprocess.Popen[str]) -> None:
+def stop(process: subprocess.Popen[str], timeout: float = 60) -> None:
     process.send_signal(signal.SIGINT)
     try:
-        process.wait(60)
+        process.wait(timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
@@ -415,6 +422,73 @@ def print_overhead(runs: dict[str, list[dict[str, float]]]) -> None:
               f"| {paired} |", flush=True)
 
 
+# -- instructions per turn (--overhead --instructions) ---------------------------------------------------------
+
+SLOWDOWN = 50
+"""About how much slower the server runs under callgrind: the model's latency, the span batcher's delay and the
+metrics' flush interval are stretched by as much, so a turn finds the event loop as busy as at full speed and the
+batches hold what they hold at full speed (a timed flush of a few turns' spans would count what a turn does not pay)."""
+COUNTED_TURNS = (10, 40)
+"""Measured turns per chat in a condition's two runs; their difference over the extra turns is one turn's count."""
+
+
+def count_instructions(given: dict[str, Any], clients: int, turns: int) -> int:
+    """Instructions (callgrind's Ir, every thread) the one worker executes from the end of its warm-up to its exit,
+    having served `turns` measured turns in each of `clients` chats."""
+    with tempfile.TemporaryDirectory(prefix="serving-load-") as scratch:
+        out = Path(scratch) / "callgrind.out"
+        env = {
+            **given["env"], "OTEL_BSP_SCHEDULE_DELAY": str(5000 * SLOWDOWN),
+            "AGENCY_SWARM_METRICS_FLUSH_SECONDS": str(1.0 * SLOWDOWN),
+            "BENCH_MODEL_LATENCY_S": str(MODEL_LATENCY_S * SLOWDOWN),
+        }
+        launcher = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        prefix = f"bench-instructions-{uuid.uuid4().hex[:8]}-"
+        process, url, pids = start(1, POSTGRES_URL, given["options"], env=env, launcher=launcher)
+
+        def zero() -> None:  # startup and warm-up are not counted
+            subprocess.run(["callgrind_control", "--zero", str(pids[0])], check=True, capture_output=True, timeout=300)
+
+        try:
+            asyncio.run(load(url, prefix, clients, turns, pids, given["headers"], warmed=zero))
+        finally:
+            stop(process, timeout=900)  # the count is written as the process exits
+            asyncio.run(delete_chats(prefix))
+        summary = [line for line in out.read_text().splitlines() if line.startswith(("summary:", "totals:"))]
+        if process.returncode is None or not summary:
+            raise SystemExit("the server under callgrind did not exit cleanly; no count was written")
+    return int(summary[0].split()[1])
+
+
+def print_instructions(clients: int, ratio: float) -> None:
+    """Each condition's instructions per turn (two runs, `COUNTED_TURNS` measured turns per chat: the difference
+    over the extra turns) against nothing on; two servers are counted at once."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise SystemExit("--instructions needs valgrind and callgrind_control (apt-get install valgrind).")
+    import secrets
+
+    for variable in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"):
+        os.environ.pop(variable, None)  # only the tracing conditions trace, as they say
+    secret, receiver = secrets.token_urlsafe(48), DiscardingReceiver()
+    names = conditions(ratio)
+    runs = [(name, turns) for name in names for turns in COUNTED_TURNS]
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            counts = pool.map(
+                lambda run: count_instructions(condition(run[0], receiver, secret, ratio), clients, run[1]), runs
+            )
+            counted = dict(zip(runs, counts, strict=True))
+    finally:
+        receiver.close()
+    extra = clients * (COUNTED_TURNS[1] - COUNTED_TURNS[0])
+    per_turn = {name: (counted[name, COUNTED_TURNS[1]] - counted[name, COUNTED_TURNS[0]]) / extra for name in names}
+    print("| condition | instructions per turn | overhead |")
+    print("|---|---:|---:|")
+    for name in names:
+        overhead = "–" if name == "nothing on" else f"{(per_turn[name] / per_turn['nothing on'] - 1) * 100:+.1f} %"
+        print(f"| {name} | {per_turn[name]:,.0f} | {overhead} |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=64, help="chats kept busy at once")
@@ -429,6 +503,10 @@ def main() -> None:
         "--overhead", action="store_true",
         help="server CPU per turn with nothing on, JWT auth, OTLP tracing, metrics, and all three (first --workers)",
     )
+    parser.add_argument(
+        "--instructions", action="store_true",
+        help="--overhead: count the worker's instructions per turn under callgrind instead of its CPU time",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="--overhead: runs per condition (the median is shown)")
     parser.add_argument(
         "--sampled", type=float, default=0.1, metavar="RATIO",
@@ -438,6 +516,11 @@ def main() -> None:
     clients, turns = (8, 3) if args.quick else (args.clients, args.turns)
     print(f"{clients} concurrent chats x {turns} turns, model latency {MODEL_LATENCY_S * 1000:.0f} ms, "
           f"{os.cpu_count()} CPUs")
+    if args.overhead and args.instructions:
+        print(f"1 worker on PostgreSQL under callgrind, {COUNTED_TURNS[0]} and {COUNTED_TURNS[1]} measured turns per "
+              "chat")
+        print_instructions(clients, args.sampled)
+        return
     if args.overhead:
         workers = (args.workers or [1])[0]
         print(f"{workers} worker(s) on PostgreSQL, median of {args.rounds} runs per condition")
