@@ -268,3 +268,51 @@ async def test_the_metrics_route_writes_this_process_values_before_it_renders(mo
         values = metric_values((await client.get("/metrics")).text)
     assert values[key] == before + 3
     assert values[("agency_swarm_active_turns", ())] == 0
+
+
+def test_a_value_prometheus_client_refuses_is_logged_and_the_others_are_written(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    registry = CollectorRegistry()
+    counter, gauge, histogram = series(registry)
+    pending = Pending()
+    pending.add(counter.labels("down"), -2)  # a counter cannot go down
+    pending.add(gauge, 3)
+    pending.observe(histogram.labels("A"), 0.5)
+    with caplog.at_level(logging.WARNING, logger="agency_swarm._telemetry._pending"):
+        pending.write()
+    lines = exposition(registry)
+    assert "t_active 3.0" in lines
+    assert 't_seconds_count{agent="A"} 1.0' in lines
+    assert 't_events_total{kind="down"} 0.0' in lines
+    assert [record.getMessage().split(":")[0] for record in caplog.records] == ["A metric value was left out"]
+    assert (pending.adds, pending.observed) == ({}, {})
+
+
+@pytest.mark.parametrize("reported", [-5, 0])
+async def test_token_counts_below_one_are_not_counted_and_the_rest_of_the_call_is(
+    reported: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A model (a custom one, say) reporting input tokens below zero: its output tokens, latency and cost still
+    count, nothing refuses them at the flush, and no counter goes down."""
+    from agents.usage import Usage
+    from prometheus_client import REGISTRY
+
+    counted = metrics()
+    counted.flush()
+    labels = {"agent": "Neg", "model": "gpt-4o"}
+
+    def value(name: str, **extra: str) -> float:
+        return REGISTRY.get_sample_value(name, {**labels, **extra}) or 0.0
+
+    before = [value("agency_swarm_tokens_total", kind="input"), value("agency_swarm_tokens_total", kind="output"),
+              value("agency_swarm_model_call_duration_seconds_count"), value("agency_swarm_cost_usd_total")]
+    usage = Usage(requests=1, input_tokens=reported, output_tokens=1000, total_tokens=1000 + reported)
+    with caplog.at_level(logging.WARNING):
+        counted.model_called("Neg", "gpt-4o", 0.2, usage, None)
+        counted.flush()
+    after = [value("agency_swarm_tokens_total", kind="input"), value("agency_swarm_tokens_total", kind="output"),
+             value("agency_swarm_model_call_duration_seconds_count"), value("agency_swarm_cost_usd_total")]
+    assert after[:3] == [before[0], before[1] + 1000, before[2] + 1]
+    assert after[3] >= before[3]
+    assert caplog.records == []

@@ -12,6 +12,7 @@ renders, and at exit. A scrape sees its own process's values at once, another wo
 from __future__ import annotations
 
 import atexit
+import math
 import os
 from typing import Any
 
@@ -84,16 +85,27 @@ class Metrics:
                 series.errors = self.model_errors.labels(agent, model)
             pending.add(series.errors, 1)
         if usage is not None:
-            pending.add(series.input_tokens, usage.input_tokens or 0)
-            pending.add(series.output_tokens, usage.output_tokens or 0)
-            price = price_of(model)
-            if price is not None:
-                totals = UsageTotals()
-                totals.add(usage)
-                if series.cost is None:  # a model without a price has no cost series at all
-                    series.cost = self.cost.labels(agent, model)
-                pending.add(series.cost, price.of(totals))
+            self._count_usage(pending, series, usage, (agent, model))
         self.buffers.written(pending)
+
+    def _count_usage(self, pending: Any, series: _ModelSeries, usage: Any, labels: tuple[str, str]) -> None:
+        """A call's tokens and cost; a count a model reported below zero (or not a number) is not counted: counters
+        only go up."""
+        input_tokens, output_tokens = _counted(usage.input_tokens), _counted(usage.output_tokens)
+        if input_tokens:
+            pending.add(series.input_tokens, input_tokens)
+        if output_tokens:
+            pending.add(series.output_tokens, output_tokens)
+        price = price_of(labels[1])
+        if price is None:
+            return
+        totals = UsageTotals()
+        totals.add(usage)
+        cost = _counted(price.of(totals))
+        if series.cost is None:  # a model without a price has no cost series at all
+            series.cost = self.cost.labels(*labels)
+        if cost:
+            pending.add(series.cost, cost)
 
     def flush(self) -> None:
         """This thread's pending values, written now."""
@@ -106,6 +118,15 @@ class Metrics:
             self.rejected.labels(reason).inc()
         elif reason == "store_unavailable" and not store_error_counted:
             self.store_errors.inc()
+
+
+def _counted(value: Any) -> float:
+    """`value` when it is a finite number above zero, else 0."""
+    if value.__class__ is int:
+        return value if value > 0 else 0
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+        return value
+    return 0
 
 
 class _ModelSeries:

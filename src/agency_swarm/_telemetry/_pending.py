@@ -102,13 +102,22 @@ class Pending:
             timer.cancel()
         for child, amount in adds.items():
             if amount:
-                child.inc(amount)
+                _guarded(child.inc, amount)
         for child, seen in observed.items():
-            add_observations(child, seen.counts, seen.total)
+            _guarded(add_observations, child, seen.counts, seen.total)
 
     def forget(self) -> None:
         """Nothing pending, nothing written (a forked child's copy of its parent's values)."""
         self.adds, self.observed, self.loop, self.timer = {}, {}, None, None
+
+
+def _guarded(write: Any, *values: Any) -> None:
+    """One child's values written; a value prometheus_client refuses (a counter told to go down) is logged and left
+    out, and the other children's values are still written."""
+    try:
+        write(*values)
+    except ValueError as refused:
+        _logger.warning("A metric value was left out: %s", refused)
 
 
 class _Local(threading.local):
