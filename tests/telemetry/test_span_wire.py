@@ -117,7 +117,20 @@ def test_the_written_request_is_byte_for_byte_what_opentelemetry_proto_serialize
     spans: list[Any], resource: dict[str, Any], scope: tuple[str, str]
 ) -> None:
     encoder = Encoder(lambda: SimpleNamespace(attributes=resource), scope)
-    assert encoder.encode(spans) == reference(spans, resource, scope)
+    expected = reference(spans, resource, scope)
+    assert encoder.encode(spans) == expected
+    assert encoder.encode(spans) == expected  # again, from what the encoder keeps
+
+
+def test_values_equal_in_python_but_of_other_types_are_written_as_their_own_type() -> None:
+    kinds = [True, 1, 1.0, "1", False, 0, 0.0, ""]
+    spans = [SimpleNamespace(
+        trace_id=1, span_id=index + 1, parent_id=0, trace_state=None, name="s", kind=SpanKind.INTERNAL,
+        start_time=1, end_time=2, events=None, links=None, status=None, trace_flags=1, remote_parent=False,
+        attributes={"value": value},
+    ) for index, value in enumerate(kinds * 2)]
+    encoder = Encoder(lambda: SimpleNamespace(attributes={}), ("scope", "1"))
+    assert encoder.encode(spans) == reference(spans, {}, ("scope", "1"))
 
 
 def test_an_attribute_protobuf_cannot_hold_is_left_out_and_the_rest_is_sent() -> None:

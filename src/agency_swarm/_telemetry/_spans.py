@@ -53,6 +53,8 @@ def end(span: Any, error: BaseException | None = None) -> None:
 def current_span() -> Any:
     """The span current here (the HTTP request's), or None."""
     span = trace.get_current_span()
+    if span.__class__ is LightSpan:  # its ids are never zero: valid, without making its SpanContext
+        return span
     return span if span.get_span_context().is_valid else None
 
 

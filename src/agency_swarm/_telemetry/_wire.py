@@ -18,8 +18,9 @@ _IDS, _TIMES, _FLAGS = Struct("<BB16sBB8s"), Struct("<BQBQ"), Struct("<BBI")
 _INT64_MIN, _INT64_MAX, _UINT64 = -(1 << 63), (1 << 63) - 1, 1 << 64
 HAS_IS_REMOTE, IS_REMOTE = 0x100, 0x200
 KINDS = {kind: kind.value + 1 for kind in SpanKind}  # OTLP counts from UNSPECIFIED = 0
-_CACHED_TYPES = (str, int, bool)
+_CACHED_TYPES = frozenset((str, int, bool))
 _CACHE_ENTRIES = 4096
+_VALUE_ENTRIES = 3 * _CACHE_ENTRIES  # strings, ints and bools share one cache
 _CACHED_STR_LENGTH = 256
 _ENCODING_ERRORS = (ValueError, TypeError, OverflowError)
 
@@ -106,7 +107,8 @@ class KeyValues:
 
     def __init__(self, tag: bytes, length_limit: int | None) -> None:
         self.tag, self.length_limit = tag, length_limit
-        self.caches: dict[type, dict[tuple[str, Any], bytes]] = {kind: {} for kind in _CACHED_TYPES}
+        self.cached: dict[tuple[str, Any, type], bytes] = {}
+        """Encoded `KeyValue` fields by (key, value, the value's type): the type keeps True apart from 1."""
         self.keys: dict[str, bytes] = {}
         """Each key's field in a `KeyValue` (tag, length, UTF-8)."""
 
@@ -114,11 +116,10 @@ class KeyValues:
         if self.length_limit is not None:
             value = truncated(value, self.length_limit)
         kind = value.__class__
-        cache = self.caches.get(kind)
-        if cache is None:
+        if kind not in _CACHED_TYPES:
             return delimited(self.tag, key_value(key, value))
-        pair = (key, value)
-        found = cache.get(pair)
+        pair = (key, value, kind)
+        found = self.cached.get(pair)
         if found is not None:
             return found
         # the usual miss is a string (an id): written without `any_value`'s type checks
@@ -130,9 +131,9 @@ class KeyValues:
                 self.keys[key] = named
         found = delimited(self.tag, named + delimited(b"\x12", encoded))
         if kind is not str or len(value) <= _CACHED_STR_LENGTH:
-            if len(cache) >= _CACHE_ENTRIES:
-                cache.clear()
-            cache[pair] = found
+            if len(self.cached) >= _VALUE_ENTRIES:
+                self.cached.clear()
+            self.cached[pair] = found
         return found
 
     def all(self, attributes: Mapping[str, Any]) -> bytes:
@@ -140,8 +141,12 @@ class KeyValues:
         encoder leaves it)."""
         one = self.one
         try:
+            if self.length_limit is None:  # what is kept is found without a call (an encoded field is never empty)
+                found = self.cached.get
+                return b"".join([found((key, value, value.__class__)) or one(key, value)
+                                 for key, value in attributes.items()])
             return b"".join([one(key, value) for key, value in attributes.items()])
-        except _ENCODING_ERRORS:
+        except _ENCODING_ERRORS:  # an unhashable value (TypeError) too: each attribute on its own then
             return b"".join(self._or_empty(key, value) for key, value in attributes.items())
 
     def _or_empty(self, key: str, value: Any) -> bytes:
@@ -187,6 +192,18 @@ class SpanWriter:
 
     def span(self, span: Any) -> bytes:
         """A `Span` message, its fields in field-number order as protobuf writes them."""
+        start, end = span.start_time, span.end_time
+        if start and end and span.status is None and not (span.trace_state or span.events or span.links):
+            return b"".join((  # the usual span: `_any_span` without the fields it leaves out
+                _IDS.pack(0x0A, 0x10, span.trace_id.to_bytes(16, "big"), 0x12, 0x08, span.span_id.to_bytes(8, "big")),
+                b"\x22\x08" + span.parent_id.to_bytes(8, "big") if span.parent_id else b"",
+                self._name_and_kind(span.name, span.kind), _TIMES.pack(0x39, start, 0x41, end),
+                self.span_values.all(span.attributes),
+                _FLAGS.pack(0x85, 0x01, flags(span.trace_flags, span.remote_parent)),
+            ))
+        return self._any_span(span)
+
+    def _any_span(self, span: Any) -> bytes:
         parts = [_IDS.pack(0x0A, 0x10, span.trace_id.to_bytes(16, "big"), 0x12, 0x08, span.span_id.to_bytes(8, "big"))]
         if span.trace_state:
             parts.append(_text(b"\x1a", trace_state(span.trace_state)))
