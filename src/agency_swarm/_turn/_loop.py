@@ -106,11 +106,12 @@ def resume_turn(
 
 
 def run_agent(turn: Turn, message: Message | None, additional_instructions: str | None) -> Coroutine[Any, Any, None]:
-    """The agent's turn, inside an agent span when the turn is traced (an extra layer only then); a member that runs
+    """The agent's turn, inside its spans when the turn is traced (an extra layer only then); a member that runs
     elsewhere (`RemoteMember`) runs its own."""
     if isinstance(turn.agent, RemoteMember):
         return turn.agent.remote_turn(turn, message, additional_instructions)
-    if turn.run.watch is not None:
+    watch = turn.run.watch
+    if watch is not None and watch.spans is not None:  # metrics alone have nothing to do per agent turn
         return _watched_agent_turn(turn, message, additional_instructions)
     if turn.run.trace is None:
         return agent_turn(turn, message, additional_instructions)
