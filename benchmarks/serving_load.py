@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/serving_load.py --clients 8 --workers 1 2 4 --memory --round-trips
     .venv/bin/python benchmarks/serving_load.py --quick        # a small smoke run
     .venv/bin/python benchmarks/serving_load.py --overhead --clients 8 --turns 100 --rounds 4   # auth, tracing, metrics
+    .venv/bin/python benchmarks/serving_load.py --overhead --instructions --clients 8 --sampled 0  # the same, counted
     AGENCY_SWARM_BENCH_POSTGRES_URL=postgresql://... .venv/bin/python benchmarks/serving_load.py
 
 Method: `agency-swarm serve --factory serving_load:build_agency --store <PostgreSQL> --workers N` in a child
@@ -28,7 +29,8 @@ overhead over nothing on, and the median of each round's overhead over that roun
 tracing on, the exporter's first batch (its connection made) goes out before the measured turns; the workers' CPU is
 read as the measured turns end, and their other threads' CPU (the span export thread's; /proc per thread) until
 the next batch after them has gone, so the spans' encoding and export are in it and the idle event loop's ticks
-while it waits are not.
+while it waits are not. `--instructions` counts the worker's instructions per turn under callgrind instead
+(`count_instructions`): a figure a busy host moves far less than CPU time.
 """
 
 from __future__ import annotations
