@@ -33,6 +33,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from serving_load import STRETCHED_FLUSHES, callgrind_total  # noqa: E402  (the next file in this folder)
 
 CONDITIONS = ("nothing on", "auth (JWT)", "tracing (OTLP)", "metrics", "all three",
               "tracing (OTLP, sampled 10 %)", "all three (tracing sampled 10 %)")
@@ -175,19 +176,11 @@ def print_table(runs: dict[str, list[float]]) -> None:
         print(f"| {name} | {median:.3f} | {every} | {overhead} | {paired} |", flush=True)
 
 
-SLOWDOWN = 50
-"""About how much slower a process runs under callgrind: the span batcher's and the metrics' flush intervals are
-stretched by as much, so their batches hold what they would at full speed (a timed flush of a few turns' spans or
-values would count what a served turn does not pay)."""
-
-
 def count_instructions(name: str, receiver_url: str, turns: int) -> int:
     """Instructions (callgrind's Ir, every thread) of one process serving `turns` measured turns."""
     with tempfile.TemporaryDirectory(prefix="observe-cost-") as scratch:
         out = Path(scratch) / "callgrind.out"
-        env = _environment(name, receiver_url, scratch)
-        env["OTEL_BSP_SCHEDULE_DELAY"] = str(5000 * SLOWDOWN)
-        env["AGENCY_SWARM_METRICS_FLUSH_SECONDS"] = str(1.0 * SLOWDOWN)
+        env = {**_environment(name, receiver_url, scratch), **STRETCHED_FLUSHES}  # batches as full as at full speed
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, __file__, "--child", name,
              "--turns", str(turns)],
@@ -195,8 +188,7 @@ def count_instructions(name: str, receiver_url: str, turns: int) -> int:
         )
         if done.returncode != 0:
             raise SystemExit(f"{name}: the measuring process failed under callgrind:\n{done.stderr[-3000:]}")
-        summary = next(line for line in out.read_text().splitlines() if line.startswith("summary:"))
-    return int(summary.split()[1])
+        return callgrind_total(out)
 
 
 def print_instructions(receiver_url: str) -> None:

@@ -430,6 +430,19 @@ SLOWDOWN = 50
 """About how much slower the server runs under callgrind: the model's latency, the span batcher's delay and the
 metrics' flush interval are stretched by as much, so a turn finds the event loop as busy as at full speed and the
 batches hold what they hold at full speed (a timed flush of a few turns' spans would count what a turn does not pay)."""
+STRETCHED_FLUSHES = {
+    "OTEL_BSP_SCHEDULE_DELAY": str(5000 * SLOWDOWN), "AGENCY_SWARM_METRICS_FLUSH_SECONDS": str(1.0 * SLOWDOWN),
+}
+"""The span batcher's delay and the metrics' flush interval, stretched by `SLOWDOWN` (also `observe_cost.py`)."""
+
+
+def callgrind_total(out: Path) -> int:
+    """The instructions (Ir, every thread) in a callgrind output file; SystemExit when none was written."""
+    lines = out.read_text().splitlines() if out.exists() else []
+    summary = [line for line in lines if line.startswith(("summary:", "totals:"))]
+    if not summary:
+        raise SystemExit("the process under callgrind did not exit cleanly; no count was written")
+    return int(summary[0].split()[1])
 COUNTED_TURNS = (10, 40)
 """Measured turns per chat in a condition's two runs; their difference over the extra turns is one turn's count."""
 
@@ -439,11 +452,7 @@ def count_instructions(given: dict[str, Any], clients: int, turns: int) -> int:
     having served `turns` measured turns in each of `clients` chats."""
     with tempfile.TemporaryDirectory(prefix="serving-load-") as scratch:
         out = Path(scratch) / "callgrind.out"
-        env = {
-            **given["env"], "OTEL_BSP_SCHEDULE_DELAY": str(5000 * SLOWDOWN),
-            "AGENCY_SWARM_METRICS_FLUSH_SECONDS": str(1.0 * SLOWDOWN),
-            "BENCH_MODEL_LATENCY_S": str(MODEL_LATENCY_S * SLOWDOWN),
-        }
+        env = {**given["env"], **STRETCHED_FLUSHES, "BENCH_MODEL_LATENCY_S": str(MODEL_LATENCY_S * SLOWDOWN)}
         launcher = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
         prefix = f"bench-instructions-{uuid.uuid4().hex[:8]}-"
         process, url, pids = start(1, POSTGRES_URL, given["options"], env=env, launcher=launcher)
@@ -456,10 +465,7 @@ def count_instructions(given: dict[str, Any], clients: int, turns: int) -> int:
         finally:
             stop(process, timeout=900)  # the count is written as the process exits
             asyncio.run(delete_chats(prefix))
-        summary = [line for line in out.read_text().splitlines() if line.startswith(("summary:", "totals:"))]
-        if process.returncode is None or not summary:
-            raise SystemExit("the server under callgrind did not exit cleanly; no count was written")
-    return int(summary[0].split()[1])
+        return callgrind_total(out)
 
 
 def print_instructions(clients: int, ratio: float) -> None:
