@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from agency_swarm._telemetry import _otel, _spans
+from agency_swarm._telemetry._batch import SpanBatcher
 from agency_swarm._telemetry._light import LightTracer
 from agency_swarm._telemetry._otel import flush_traces, tracer_from_env
 from observability_support import Receiver, drop_pipelines, otlp_receiver
@@ -227,6 +229,59 @@ def test_force_flush_exports_every_span_ended_so_far_in_bounded_batches(
     flush_traces()
     assert len(exported(receiver)) == 1000
     assert all(len(request.resource_spans[0].scope_spans[0].spans) <= 100 for request in receiver.requests)
+
+
+def test_spans_ended_while_a_full_batch_is_sent_wait_for_the_next_full_batch() -> None:
+    """A batch that fills is sent at once; what ends meanwhile is not sent in a small batch of its own when that send
+    returns (a post per few spans under load), but with the next full batch, the delay or a flush."""
+    sizes: list[int] = []
+    entered, release, returned = threading.Event(), threading.Event(), threading.Event()
+
+    def export(batch: list[Any]) -> None:
+        sizes.append(len(batch))
+        if len(sizes) == 1:
+            entered.set()
+            assert release.wait(30)
+            returned.set()
+
+    batcher = SpanBatcher(export, {"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100"})
+    try:
+        for index in range(100):
+            batcher.add(index)
+        assert entered.wait(30), "the full batch was not sent"
+        for index in range(30):
+            batcher.add(index)
+        release.set()
+        assert returned.wait(30)
+        for index in range(70):
+            batcher.add(index)
+        assert batcher.force_flush(30_000)
+        assert sizes == [100, 100]
+        for index in range(5):
+            batcher.add(index)
+        assert batcher.force_flush(30_000)
+        assert sizes == [100, 100, 5]  # a flush sends what is queued, full or not
+    finally:
+        batcher.shutdown()
+
+
+def test_a_batch_that_never_fills_is_sent_after_the_schedule_delay() -> None:
+    sent: list[list[Any]] = []
+    arrived = threading.Event()
+
+    def export(batch: list[Any]) -> None:
+        sent.append(batch)
+        if sum(map(len, sent)) == 3:
+            arrived.set()
+
+    batcher = SpanBatcher(export, {"OTEL_BSP_SCHEDULE_DELAY": "20", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100"})
+    try:
+        for index in range(3):
+            batcher.add(index)
+        assert arrived.wait(30), "a partial batch was not sent after the delay"
+        assert [item for batch in sent for item in batch] == [0, 1, 2]
+    finally:
+        batcher.shutdown()
 
 
 def test_a_full_queue_drops_and_counts_spans_then_later_spans_export(

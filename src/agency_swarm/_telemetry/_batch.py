@@ -1,5 +1,5 @@
-"""Ended spans, batched for export: a bounded queue a daemon thread empties every schedule delay or as soon as a
-batch is full (the `OTEL_BSP_*` variables), and on demand (`force_flush`, `shutdown`)."""
+"""Ended spans, batched for export: a bounded queue a daemon thread sends from in full batches as soon as one is
+full, and empties every schedule delay (the `OTEL_BSP_*` variables) and on demand (`force_flush`, `shutdown`)."""
 
 from __future__ import annotations
 
@@ -89,25 +89,28 @@ class SpanBatcher:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait(self.delay)
+            woken = self._wake.wait(self.delay)
             self._wake.clear()  # before taking the flushes: a flush or shutdown asked after this sets it again
             stopping = self._stopped  # read before draining: what was queued before the shutdown goes now
             with self._lock:
                 flushes, self._flushes = self._flushes, []
-            self._export_queued()
+            self._export_queued(everything=not woken or bool(flushes) or stopping)
             for done in flushes:
                 done.set()
             if stopping:
                 return
 
-    def _export_queued(self) -> None:
-        """Every span queued now, in batches; one warning per cycle when spans were dropped since the last."""
+    def _export_queued(self, everything: bool = True) -> None:
+        """The spans queued, in batches: every one, or (a batch filled) full batches only, so that spans ended while
+        a batch is sent wait for the next full batch or the delay, not go out in a small batch of their own; one
+        warning per cycle when spans were dropped since the last."""
         dropped = self.dropped - self._reported
         if dropped:
             self._reported += dropped
             _logger.warning("Span export queue full (%d spans): %d spans dropped.", self.max_queue, dropped)
-        take, size = self._queue.popleft, self.max_batch
-        while True:
+        queue, size = self._queue, self.max_batch
+        take = queue.popleft
+        while everything or len(queue) >= size:
             batch: list[Any] = []
             with contextlib.suppress(IndexError):  # emptied (by a flush after the thread stopped, too)
                 while len(batch) < size:
