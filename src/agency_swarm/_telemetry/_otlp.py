@@ -198,8 +198,7 @@ class Encoder:
         return self._resource[1]
 
     def encode(self, spans: Iterable[LightSpan]) -> bytes:
-        span = self.writer.span
-        return self.writer.request(self.resource(), self.scope, [span(each) for each in spans])
+        return self.writer.request(self.resource(), self.scope, self.writer.spans(spans))
 
 
 def exporter(encoder: Encoder, sender: Sender) -> Callable[[list[LightSpan]], None]:

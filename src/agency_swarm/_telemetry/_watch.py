@@ -26,11 +26,13 @@ CHAT_ID = "agency_swarm.chat_id"
 class TurnWatch:
     """Spans and metrics of one top-level turn and every agent, model call, tool call and send in it."""
 
-    __slots__ = ("agent", "content", "metrics", "span", "spans", "started", "tracer")
+    __slots__ = ("agent", "content", "light", "metrics", "span", "spans", "started", "tracer")
 
     def __init__(self, telemetry: Telemetry, entry_agent: str, chat_id: str) -> None:
         self.tracer, self.metrics, self.content = telemetry.tracer, telemetry.metrics, telemetry.content
         self.agent, self.span, self.spans = entry_agent, None, None  # type: str, Any, Any
+        self.light: Any = None
+        """The LightTracer when the turn's span is a LightSpan: every span under it is one, made by `internal`."""
         self.started = time.perf_counter()
         if self.tracer is not None:
             self._start_turn_span(_spans_module(), chat_id)
@@ -50,6 +52,8 @@ class TurnWatch:
         self.span = spans.start(self.tracer, f"turn {self.agent}", spans.current_span(), attributes)
         if self.span.is_recording():  # else sampled out, and so would every span under it be
             self.spans = spans
+            if self.span.__class__ is spans.LightSpan and self.tracer.__class__ is spans.LightTracer:
+                self.light = self.tracer
 
     def end(self, error: BaseException | None, paused: bool) -> None:
         outcome = outcome_of(error, paused)
@@ -67,6 +71,8 @@ class TurnWatch:
     def _start(self, turn: Any, name: str, attributes: dict[str, Any]) -> Any:
         assert self.spans is not None
         parent = self.span if turn.otel is None else turn.otel
+        if self.light is not None:
+            return self.light.internal(parent, name, attributes)
         return self.spans.start(self.tracer, name, parent, attributes)
 
     def agent_started(self, turn: Any) -> None:
@@ -80,9 +86,12 @@ class TurnWatch:
         if self.spans is None:
             return
         span = turn.otel
-        if self.content and error is None and turn.output is not None:
-            span.set_attribute("gen_ai.output.text", str(turn.output))
-        self.spans.end(span, error)
+        if error is None:
+            if self.content and turn.output is not None:
+                span.set_attribute("gen_ai.output.text", str(turn.output))
+            span.end()
+        else:
+            self.spans.end(span, error)
 
     def model_call(self, turn: Any, model: str) -> ModelCallWatch:
         span = None
@@ -152,7 +161,10 @@ class ModelCallWatch:
         if usage is not None:
             spans.annotate(span, {"gen_ai.usage.input_tokens": usage.input_tokens or 0,
                                   "gen_ai.usage.output_tokens": usage.output_tokens or 0})
-        spans.end(span, error)
+        if error is None:
+            span.end()
+        else:
+            spans.end(span, error)
 
 
 _SPANS: Any = None

@@ -17,6 +17,7 @@ _FIXED64, _DOUBLE, _FIXED32 = Struct("<Q"), Struct("<d"), Struct("<I")
 _IDS, _TIMES, _FLAGS = Struct("<BB16sBB8s"), Struct("<BQBQ"), Struct("<BBI")
 _INT64_MIN, _INT64_MAX, _UINT64 = -(1 << 63), (1 << 63) - 1, 1 << 64
 HAS_IS_REMOTE, IS_REMOTE = 0x100, 0x200
+_LOCAL, _REMOTE = HAS_IS_REMOTE, HAS_IS_REMOTE | IS_REMOTE  # a span's flags past the trace flags
 KINDS = {kind: kind.value + 1 for kind in SpanKind}  # OTLP counts from UNSPECIFIED = 0
 _CACHED_TYPES = frozenset((str, int, bool))
 _CACHE_ENTRIES = 4096
@@ -173,7 +174,7 @@ class SpanWriter:
         self.event_values = KeyValues(EVENT_ATTRIBUTES, length_limit)
         self.link_values = KeyValues(LINK_ATTRIBUTES, length_limit)
         self.resource_values = KeyValues(RESOURCE_ATTRIBUTES, length_limit)
-        self._names: dict[tuple[str, SpanKind], bytes] = {}
+        self._names: dict[tuple[str, int], bytes] = {}
 
     def resource(self, attributes: Mapping[str, Any]) -> bytes:
         """A `Resource` message."""
@@ -185,23 +186,45 @@ class SpanWriter:
         return _text(b"\x0a", name) + _text(b"\x12", version)
 
     @staticmethod
-    def request(resource: bytes, scope: bytes, spans: Iterable[bytes]) -> bytes:
-        """An `ExportTraceServiceRequest` of one `ResourceSpans` holding one `ScopeSpans`."""
-        scope_spans = delimited(b"\x0a", scope) + b"".join([delimited(b"\x12", span) for span in spans])
+    def request(resource: bytes, scope: bytes, spans: bytes) -> bytes:
+        """An `ExportTraceServiceRequest` of one `ResourceSpans` holding one `ScopeSpans` (`spans`: from `spans`)."""
+        scope_spans = delimited(b"\x0a", scope) + spans
         return delimited(b"\x0a", delimited(b"\x0a", resource) + delimited(b"\x12", scope_spans))
 
-    def span(self, span: Any) -> bytes:
-        """A `Span` message, its fields in field-number order as protobuf writes them."""
-        start, end = span.start_time, span.end_time
-        if start and end and span.status is None and not (span.trace_state or span.events or span.links):
-            return b"".join((  # the usual span: `_any_span` without the fields it leaves out
-                _IDS.pack(0x0A, 0x10, span.trace_id.to_bytes(16, "big"), 0x12, 0x08, span.span_id.to_bytes(8, "big")),
-                b"\x22\x08" + span.parent_id.to_bytes(8, "big") if span.parent_id else b"",
-                self._name_and_kind(span.name, span.kind), _TIMES.pack(0x39, start, 0x41, end),
-                self.span_values.all(span.attributes),
-                _FLAGS.pack(0x85, 0x01, flags(span.trace_flags, span.remote_parent)),
-            ))
-        return self._any_span(span)
+    def spans(self, spans: Iterable[Any]) -> bytes:
+        """The spans as a `ScopeSpans`' repeated `spans` field, each a `Span` message with its fields in field-number
+        order as protobuf writes them. The usual span (a start and an end; no trace state, events, links or status;
+        attributes found encoded) is written here in one step, the rest by `_any_span`."""
+        written: list[bytes] = []
+        cached = self.span_values.cached.get if self.span_values.length_limit is None else None
+        names, one = self._names.get, self.span_values.one
+        for span in spans:
+            start, end = span.start_time, span.end_time
+            body = None
+            if cached is not None and start and end and span.status is None and not (
+                    span.trace_state or span.events or span.links):
+                kind = span.kind
+                try:
+                    attributes = b"".join([cached((key, value, value.__class__)) or one(key, value)
+                                           for key, value in span.attributes.items()])
+                except _ENCODING_ERRORS:  # an attribute protobuf cannot hold: `_any_span` leaves it out
+                    pass
+                else:
+                    parent = span.parent_id
+                    body = b"".join((
+                        _IDS.pack(0x0A, 0x10, span.trace_id.to_bytes(16, "big"), 0x12, 0x08,
+                                  span.span_id.to_bytes(8, "big")),
+                        b"\x22\x08" + parent.to_bytes(8, "big") if parent else b"",
+                        names((span.name, kind._value_)) or self._name_and_kind(span.name, kind),
+                        _TIMES.pack(0x39, start, 0x41, end), attributes,
+                        _FLAGS.pack(0x85, 0x01, span.trace_flags & 0xFF | (_REMOTE if span.remote_parent else _LOCAL)),
+                    ))
+            if body is None:
+                body = self._any_span(span)
+            size = len(body)
+            written.append(b"\x12" + (_ONE_BYTE[size] if size < 0x80 else bytes((size & 0x7F | 0x80, size >> 7))
+                                        if size < 0x4000 else varint(size)) + body)
+        return b"".join(written)
 
     def _any_span(self, span: Any) -> bytes:
         parts = [_IDS.pack(0x0A, 0x10, span.trace_id.to_bytes(16, "big"), 0x12, 0x08, span.span_id.to_bytes(8, "big"))]
@@ -230,7 +253,7 @@ class SpanWriter:
 
     def _name_and_kind(self, name: str, kind: SpanKind) -> bytes:
         """The name and kind fields; kept per pair (span names recur: the routes, agents and models)."""
-        pair = (name, kind)
+        pair = (name, kind._value_)  # the member's value: hashed without calling Enum.__hash__
         found = self._names.get(pair)
         if found is None:
             found = _text(b"\x2a", name) + bytes((0x30, KINDS[kind]))

@@ -28,33 +28,11 @@ _UNTRACED, _TRACED = ModelTracing.DISABLED, ModelTracing.ENABLED  # a module glo
 _USUAL = frozenset({"message", "function_call"})
 
 
-def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: bool) -> Awaitable[Sequence[Any]]:
-    """The model's response to the thread, its items stored; returns its output items (`_call_model`), inside its
-    span and timed when the turn is watched (`_telemetry`).
-
-    Streamed and blocking calls share every line but the attempt itself: a streamed attempt hands each event to the
-    turn's reader as it arrives (and is retried only until the first one has), a blocking one awaits the response.
-    """
-    if turn.run.watch is None:
-        return _call_model(turn, setup, settings, stream)
-    return _watched_call(turn, setup, settings, stream)
-
-
-async def _watched_call(turn: Turn, setup: Setup, settings: ModelSettings, stream: bool) -> Sequence[Any]:
-    assert turn.run.watch is not None
-    watch = turn.run.watch.model_call(turn, setup.usage_key[1])
-    try:
-        output = await _call_model(turn, setup, settings, stream, watch)
-    except BaseException as error:
-        watch.end(None, error)
-        raise
-    return output
-
-
-async def _call_model(
-    turn: Turn, setup: Setup, settings: ModelSettings, stream: bool, watch: ModelCallWatch | None = None
-) -> Sequence[Any]:
-    """`call_model`'s call; `watch` (when watched) gets the usage as soon as it is known."""
+async def call_model(turn: Turn, setup: Setup, settings: ModelSettings, stream: bool) -> Sequence[Any]:
+    """The model's response to the thread, its items stored; returns its output items. A watched turn's call is
+    timed and spanned (`_telemetry`) from its first attempt to its usage. Streamed and blocking calls share every
+    line but the attempt: a streamed one hands each event to the turn's reader as it arrives (and is retried only
+    until the first one has), a blocking one awaits the response."""
     agent, run = turn.agent, turn.run
     if turn.held is not None:  # the last response asked for another call without tools (a hosted call, say)
         stored = turn.store_held()
@@ -66,6 +44,7 @@ async def _call_model(
         await hooks.on_llm_start(run.context(), agent, setup.instructions, history)
     prompt = None if agent.prompt is None else await agent.get_prompt(run.context())
     attempts = Attempts() if stream else None
+    watch = None if run.watch is None else run.watch.model_call(turn, setup.usage_key[1])
     try:
         if turn.span is not None:
             response = await _traced(turn, setup, settings, history, _TRACED, prompt, attempts)
@@ -74,15 +53,13 @@ async def _call_model(
                 response = await _attempt(turn, setup, settings, history, _UNTRACED, prompt, attempts)
             except Exception as error:
                 response = await setup.model.retry_after(
-                    error, partial(_attempt, turn, setup, settings, history, _UNTRACED, prompt, attempts), attempts
-                )
-    except ModelError as failure:  # the retry wrapper knows the agent, not the chat or depth
-        failure.chat_id, failure.depth = run.chat_id, turn.depth
+                    error, partial(_attempt, turn, setup, settings, history, _UNTRACED, prompt, attempts), attempts)
+    except BaseException as failure:
+        _call_failed(turn, watch, failure)
         raise
     del history  # the thread's list may have been lent (`model_history`): held by nobody, it is not copied
-    usage = response.usage
-    if usage is None:  # a streamed response that reported none: what its adapter says it stands for (else none)
-        usage = Usage(requests=_sdk.requests_without_usage(response))
+    usage = response.usage  # a streamed response that reported none: what its adapter says it stands for
+    usage = Usage(requests=_sdk.requests_without_usage(response)) if usage is None else usage
     run.record(setup.usage_key, usage)
     if watch is not None:
         watch.end(usage)
@@ -101,6 +78,15 @@ async def _call_model(
     if not usual and turn.emit is not None:
         await emit_hosted(turn, items)
     return output
+
+
+def _call_failed(turn: Turn, watch: ModelCallWatch | None, failure: BaseException) -> None:
+    """A call that got no response: its watch ended with the failure; a model's error told the chat and depth (the
+    retry wrapper knows the agent only)."""
+    if isinstance(failure, ModelError):
+        failure.chat_id, failure.depth = turn.run.chat_id, turn.depth
+    if watch is not None:
+        watch.end(None, failure)
 
 
 async def _traced(

@@ -28,6 +28,7 @@ REQUEST_ID_HEADER = b"x-request-id"
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 _GOOD_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 _ID_SEGMENTS = {"chats": "{chat_id}", "turns": "{turn_id}"}
+_NO_FIELDS: frozenset[bytes] = frozenset()
 
 
 def observe(app: FastAPI, *, metrics: bool) -> FastAPI:
@@ -125,15 +126,23 @@ def route_of(path: str) -> str:
     return "/".join(segments)
 
 
-def _request_id(scope: Scope) -> str:
-    """The client's `X-Request-ID` when it is a plain token, else 32 new hex digits (an id for log lines and
-    support, not a secret: `random`, which each worker process seeds on its own, not the OS's entropy per request)."""
-    for key, value in scope["headers"]:
-        if key.lower() == REQUEST_ID_HEADER:
-            if _GOOD_REQUEST_ID.fullmatch(value):
-                return str(value.decode())
-            break
-    return f"{random.getrandbits(128):032x}"
+def read_headers(headers: list[tuple[bytes, bytes]], trace_fields: frozenset[bytes]) -> tuple[str, bool]:
+    """In one pass over the headers: the request's id and whether they carry a trace context (a field in
+    `trace_fields`, lowercase). The id is the client's first `X-Request-ID` when it is a plain token, else 32 new hex
+    digits (an id for log lines and support, not a secret: `random`, which each worker process seeds on its own,
+    not the OS's entropy per request)."""
+    given: bytes | None = None
+    seen_id = carries = False
+    for key, value in headers:
+        key = key.lower()
+        if key == REQUEST_ID_HEADER:
+            if not seen_id:
+                given, seen_id = value, True
+        elif key in trace_fields:
+            carries = True
+    if given is not None and _GOOD_REQUEST_ID.fullmatch(given):
+        return given.decode(), carries
+    return f"{random.getrandbits(128):032x}", carries
 
 
 class RequestWatch:
@@ -148,18 +157,19 @@ class RequestWatch:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        note = RequestNote(_request_id(scope))
+        spans = self.spans
+        request_id, carries = read_headers(scope["headers"], _NO_FIELDS if spans is None else spans.read_fields())
+        note = RequestNote(request_id)
         token = REQUEST.set(note)
         status = [500]
         watched = _watched_send(send, note, status, self.metrics)
-        spans = self.spans
         if spans is None:
             try:
                 await self.app(scope, receive, watched)
             finally:
                 REQUEST.reset(token)
             return
-        span = spans.start(scope, note)
+        span = spans.start(scope, note, carries)
         current = spans.attach(span)  # current while the request is handled: the turns it starts are spans under it
         try:
             await self.app(scope, receive, watched)
@@ -210,23 +220,22 @@ class _HttpSpans:
         self.light = tracer if isinstance(tracer, LightTracer) else None
         self._fields: tuple[Any, frozenset[bytes]] = (None, frozenset())
 
-    def _read_fields(self) -> frozenset[bytes]:
-        """The header names the global propagator reads (worked out again only when another one is installed)."""
+    def read_fields(self) -> frozenset[bytes]:
+        """The header names the global propagator reads, lowercase (worked out again only when another one is
+        installed)."""
         propagator = self.propagate.get_global_textmap()
         if self._fields[0] is not propagator:
             self._fields = (propagator, frozenset(name.lower().encode("latin-1") for name in propagator.fields))
         return self._fields[1]
 
-    def _carries_context(self, headers: list[tuple[bytes, bytes]]) -> bool:
-        """Whether the headers carry a field the propagators read (else a new trace, no propagator asked)."""
-        return not self._read_fields().isdisjoint([key.lower() for key, _ in headers])
-
-    def start(self, scope: Scope, note: RequestNote) -> Any:
+    def start(self, scope: Scope, note: RequestNote, carries_context: bool) -> Any:
+        """The request's span: a new trace's root unless the headers carry a field the propagators read (then under
+        what they extract)."""
         route = route_of(scope["path"])
         method: str = scope["method"]
         name, headers = f"{method} {route}", scope["headers"]
         attributes = {"http.request.method": method, "http.route": route, "agency_swarm.request_id": note.request_id}
-        if not self._carries_context(headers):
+        if not carries_context:
             if self.light is not None:
                 return self.light.root(name, self.server, attributes)
             return self.tracer.start_span(name, context=self.context.Context(), kind=self.server, attributes=attributes)
