@@ -50,7 +50,8 @@ class Receiver:
     wire: list[bytes] = field(default_factory=list)
     """Each export's body as it came (compressed when the sender compressed it)."""
     answers: list[int] = field(default_factory=list)
-    """Status codes to answer the next exports with, in order (a 503 says `Retry-After: 0`); then 200."""
+    """Status codes to answer the next exports with, in order (a 503 says `Retry-After: 0`, a 307 or 308 redirects to
+    the same path); then 200."""
     open: threading.Event = field(default_factory=threading.Event)
     """Cleared: an export waits (unanswered) until it is set again."""
 
@@ -115,6 +116,8 @@ def otlp_receiver() -> Iterator[Receiver]:
             self.send_header("content-length", str(len(answer)))
             if status == 503:
                 self.send_header("retry-after", "0")
+            if status in (307, 308):  # to the same path: the export comes again
+                self.send_header("location", self.path)
             self.end_headers()
             self.wfile.write(answer)
 

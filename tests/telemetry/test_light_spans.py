@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import re
 import subprocess
 import sys
@@ -20,6 +21,8 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.propagate import extract, inject
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+from opentelemetry.sdk.trace import SpanLimits, sampling
+from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from agency_swarm._telemetry import _otel, _spans
@@ -498,3 +501,55 @@ def test_the_environment_requests_reads_is_read_once_when_the_exporter_is_made(
     bypassed = Sender(settings_from_env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://bypassed.example:4318"})).session
     assert "http" not in bypassed.proxies
     assert bypassed.auth is None
+
+
+class _CountingIds(IdGenerator):
+    def __init__(self) -> None:
+        self.next = 0
+
+    def generate_span_id(self) -> int:
+        self.next += 1
+        return self.next
+
+    def generate_trace_id(self) -> int:
+        return 0xABC
+
+
+@pytest.mark.parametrize("roots_sampled", [True, False])
+def test_a_providers_own_id_generator_makes_every_id(roots_sampled: bool) -> None:
+    ended: list[Any] = []
+    tracer = LightTracer(sampling.ALWAYS_ON, _CountingIds(), SpanLimits(), ended.append, roots_sampled=roots_sampled)
+    root = tracer.root("root", SpanKind.SERVER, {})
+    child = tracer.internal(root, "child", {})
+    grandchild = tracer.child(child, "grandchild")
+    assert [span.span_id for span in (root, child, grandchild)] == [1, 2, 3]
+    assert {span.trace_id for span in (root, child, grandchild)} == {0xABC}
+
+
+def test_the_sdks_random_ids_are_drawn_as_its_generator_draws_them() -> None:
+    tracer = LightTracer(sampling.ALWAYS_ON, RandomIdGenerator(), SpanLimits(), lambda span: None, roots_sampled=True)
+    state = random.getstate()
+    try:
+        random.seed(20261128)
+        root = tracer.root("root", SpanKind.SERVER, {})
+        child = tracer.internal(root, "child", {})
+        random.seed(20261128)
+        reference = RandomIdGenerator()
+        expected = (reference.generate_trace_id(), reference.generate_span_id(), reference.generate_span_id())
+    finally:
+        random.setstate(state)
+    assert (root.trace_id, root.span_id, child.span_id) == expected
+    assert child.trace_id == root.trace_id
+
+
+@pytest.mark.parametrize("status", [307, 308])
+def test_a_redirected_export_is_sent_where_it_is_redirected(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    tracer = light_tracer(monkeypatch, OTEL_BSP_SCHEDULE_DELAY="600000")
+    receiver.answers.append(status)
+    tracer.start_span("redirected").end()
+    flush_traces()
+    assert set(exported(receiver)) == {"redirected"}
+    assert len(receiver.raw) == 2  # the redirect, then the export where it pointed
+    assert receiver.raw[0] == receiver.raw[1]

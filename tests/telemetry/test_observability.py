@@ -207,11 +207,15 @@ def test_the_price_table_is_dated_public_and_extensible() -> None:
     assert model_price("gpt-4o") == MODEL_PRICES["gpt-4o"]
     assert model_price("gpt-4o-2024-08-06") == model_price("openai/gpt-4o") == MODEL_PRICES["gpt-4o"]
     assert model_price("house-model") is None
+    assert model_price("vendor/house-model-2026-01-02") is None
     set_model_price("house-model", input=1.0, output=2.0)
     try:
         assert model_price("house-model") == agency_swarm.ModelPrice(input=1.0, output=2.0)
+        # a snapshot of it asked for before its price was set finds the price now
+        assert model_price("vendor/house-model-2026-01-02") == agency_swarm.ModelPrice(input=1.0, output=2.0)
     finally:
         del MODEL_PRICES["house-model"]
+    assert model_price("vendor/house-model-2026-01-02") is None
 
 
 async def test_results_and_responses_carry_cost_per_agent_null_when_unknown() -> None:

@@ -36,6 +36,10 @@ MODEL_PRICES: dict[str, ModelPrice] = {
 (`gpt-4o-2024-08-06`) and a provider prefix (`openai/gpt-4o`) find the base model's price."""
 
 _SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")
+_BASES: dict[str, str] = {}
+"""Each model name seen without a price of its own -> its name without a provider prefix and a snapshot date (the
+same every time: worked out once, not on every call)."""
+_BASES_KEPT = 1024
 
 
 def set_model_price(model: str, *, input: float, output: float, cached_input: float | None = None) -> None:
@@ -56,7 +60,12 @@ def price_of(model: str, prices: Mapping[str, ModelPrice] | None = None) -> Mode
     found = table.get(model)
     if found is not None:
         return found
-    base = _SNAPSHOT.sub("", model.rpartition("/")[2])
+    base = _BASES.get(model)
+    if base is None:
+        base = _SNAPSHOT.sub("", model.rpartition("/")[2])
+        if len(_BASES) >= _BASES_KEPT:
+            _BASES.clear()
+        _BASES[model] = base
     return table.get(base)
 
 

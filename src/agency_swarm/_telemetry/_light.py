@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.util import types
 
@@ -27,6 +29,7 @@ _logger = logging.getLogger(__name__)
 SAMPLED, RANDOM_TRACE_ID = 0x01, 0x02
 _SCALARS = frozenset((str, bool, int, float))
 _get_current_span = trace.get_current_span
+_INTERNAL, _RECORDED = SpanKind.INTERNAL, (True, True)  # module globals: read faster than an Enum member
 
 
 class Limits(Protocol):
@@ -102,6 +105,10 @@ class LightTracer(trace.Tracer):
         self.on_end = on_end
         self.new_span_id: Callable[[], int] = id_generator.generate_span_id
         self.new_trace_id: Callable[[], int] = id_generator.generate_trace_id
+        self.random_bits: Callable[[int], int] | None = (
+            random.getrandbits if type(id_generator) is RandomIdGenerator else None)
+        """The SDK's random ids drawn here without a call into the generator (zero, never an id, is drawn again by
+        it)."""
         random_ids = getattr(id_generator, "is_trace_id_random", None)
         self.root_flags = RANDOM_TRACE_ID if random_ids is not None and random_ids() else 0
         self.max_attributes = _bound(limits.max_span_attributes)
@@ -155,16 +162,19 @@ class LightTracer(trace.Tracer):
             return self._sampled(name, Context(), no_parent, kind, attributes, None, None, (True, True))
         if len(attributes) > self.max_attributes:
             attributes = clean_attributes(attributes, self.max_attributes)
-        return self._root(self.new_trace_id(), name, kind, attributes, time_ns(), (True, True))
+        bits = self.random_bits
+        return self._root((bits(128) if bits is not None else 0) or self.new_trace_id(), name, kind, attributes,
+                          time_ns(), _RECORDED)
 
     def _root(
         self, trace_id: int, name: str, kind: SpanKind, attributes: dict[str, Any], start_time: int,
         on_exception: tuple[bool, bool],
     ) -> LightSpan:
         """A recorded and sampled root (`roots_sampled`): no parent, no trace state."""
+        bits = self.random_bits
         return LightSpan(
-            self, name, trace_id, self.new_span_id(), self.root_flags | SAMPLED, None, 0, False, kind, attributes,
-            start_time, on_exception,
+            self, name, trace_id, (bits(64) if bits is not None else 0) or self.new_span_id(),
+            self.root_flags | SAMPLED, None, 0, False, kind, attributes, start_time, on_exception,
         )
 
     def internal(self, parent: LightSpan, name: str, attributes: dict[str, Any]) -> LightSpan:
@@ -172,9 +182,10 @@ class LightTracer(trace.Tracer):
         values, kept as it is (within the attribute limit)."""
         if len(attributes) > self.max_attributes:
             attributes = clean_attributes(attributes, self.max_attributes)
+        bits = self.random_bits
         return LightSpan(
-            self, name, parent.trace_id, self.new_span_id(), parent.trace_flags, parent.trace_state, parent.span_id,
-            False, SpanKind.INTERNAL, attributes, time_ns(), (True, True),
+            self, name, parent.trace_id, (bits(64) if bits is not None else 0) or self.new_span_id(),
+            parent.trace_flags, parent.trace_state, parent.span_id, False, _INTERNAL, attributes, time_ns(), _RECORDED,
         )
 
     def _sampled(

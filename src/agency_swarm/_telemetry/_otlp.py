@@ -124,6 +124,11 @@ class Sender:
             self.headers["Content-Encoding"] = settings.compression
         self.stopping = threading.Event()
         """Set: no more waiting between attempts (shutdown)."""
+        self._template = self.session.prepare_request(
+            requests.Request("POST", settings.endpoint, headers=self.headers, data=b""))
+        """The request every post sends, prepared once (the session's headers and .netrc credentials merged in):
+        a post copies it and sets the body, and goes to the session's adapter directly, not through the whole of
+        `Session.request`, which prepares and merges it all again each time."""
 
     def new_session(self) -> requests.Session:
         """A session (its pooled connections) of this process's own. What requests reads from the environment for
@@ -157,13 +162,23 @@ class Sender:
         _logger.error("Span export to the OTLP endpoint failed (%s).", failure)
         return False
 
+    def _post(self, data: bytes, timeout: float) -> requests.Response:
+        """One post of `data`; a redirect is followed as `Session.post` follows it."""
+        session, request = self.session, self._template.copy()
+        request.prepare_body(data, None)
+        adapter = session.get_adapter(request.url or "")
+        response = adapter.send(request, timeout=timeout, verify=session.verify, cert=session.cert,
+                                proxies=session.proxies)
+        _ = response.content  # read whole: the connection goes back to the pool
+        if response.is_redirect:
+            response.close()
+            return session.post(self.settings.endpoint, data=data, headers=self.headers, timeout=timeout)
+        return response
+
     def _attempt(self, data: bytes, deadline: float) -> tuple[str | None, bool, float | None]:
         """(what failed or None when sent, whether to retry, the wait the server asked for in Retry-After)."""
         try:
-            response = self.session.post(
-                self.settings.endpoint, data=data, headers=self.headers,
-                timeout=max(deadline - time.monotonic(), 0.001),
-            )
+            response = self._post(data, max(deadline - time.monotonic(), 0.001))
         except (requests.ConnectionError, requests.Timeout) as error:
             return type(error).__name__, True, None
         except requests.RequestException as error:

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 _logger = logging.getLogger(__name__)
+_running_loop = asyncio._get_running_loop  # the running loop or None, without raising (C)
 
 FLUSH_VARIABLE = "AGENCY_SWARM_METRICS_FLUSH_SECONDS"
 DEFAULT_FLUSH_SECONDS = 1.0
@@ -141,14 +142,14 @@ class Buffers:
 
     def written(self, pending: Pending) -> None:
         """After adding to this thread's `pending`: its flush scheduled on the running loop unless one is scheduled
-        on a loop that runs (a loop that stopped or closed may never run it); with no loop running, written now."""
-        loop = pending.loop
-        if loop is not None and loop.is_running():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
+        there already (one scheduled on a loop that no longer runs may never run); with no loop running, written
+        now. A thread runs one loop at a time: the loop a flush is scheduled on runs if it is this thread's running
+        loop."""
+        running = _running_loop()
+        if running is None:
             pending.write()
+            return
+        if pending.loop is running:
             return
         if pending.timer is not None:
             pending.timer.cancel()
