@@ -443,8 +443,10 @@ def callgrind_total(out: Path) -> int:
     if not summary:
         raise SystemExit("the process under callgrind did not exit cleanly; no count was written")
     return int(summary[0].split()[1])
-COUNTED_TURNS = (10, 40)
-"""Measured turns per chat in a condition's two runs; their difference over the extra turns is one turn's count."""
+COUNTED_TURNS = (10, 100)
+"""Measured turns per chat in a condition's two runs; their difference over the extra turns is one turn's count. A
+full collection of the worker's oldest objects (a few per thousand turns, each worth hundreds of turns' bytecodes of a
+shorter run) lands in one run or the other: many extra turns keep that from moving the figure by whole percents."""
 
 
 def count_instructions(given: dict[str, Any], clients: int, turns: int) -> int:
