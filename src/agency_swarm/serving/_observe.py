@@ -11,7 +11,7 @@ import random
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 from fastapi import FastAPI, Response
@@ -180,14 +180,16 @@ class RequestWatch:
 
 
 def _watched_send(send: Send, note: RequestNote, status: list[int], metrics: Any) -> Send:
-    async def watched(message: Message) -> None:
+    """`send` that notes the response's status, adds its `X-Request-ID` and counts a 4xx once; a plain function that
+    hands back `send`'s awaitable (no coroutine of its own per message)."""
+    def watched(message: Message) -> Awaitable[None]:
         if message["type"] == "http.response.start":
             status[0] = message["status"]
             message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", note.request_id.encode())]}
         elif message["type"] == "http.response.body" and metrics is not None and status[0] >= 400 and status[0] > 0:
             _count_failure(metrics, status[0], message.get("body", b""), note)
             status[0] = -status[0]  # counted: once per response
-        await send(message)
+        return send(message)
 
     return watched
 
