@@ -443,15 +443,28 @@ def callgrind_total(out: Path) -> int:
     if not summary:
         raise SystemExit("the process under callgrind did not exit cleanly; no count was written")
     return int(summary[0].split()[1])
+
+
+_GC_LINE = re.compile(r"^\s*([\d,]+) .*gcmodule\.c:gc_collect_main(?:\s|$)")
+
+
+def callgrind_gc(out: Path) -> int:
+    """The instructions of a callgrind output file spent in CPython's cyclic garbage collector (`gc_collect_main`
+    with all it calls: finalizers and weakref callbacks too)."""
+    done = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+                          capture_output=True, text=True, check=True, timeout=900)
+    found = [int(match.group(1).replace(",", "")) for line in done.stdout.splitlines()
+             if (match := _GC_LINE.match(line))]
+    return max(found, default=0)
+
+
 COUNTED_TURNS = (10, 100)
-"""Measured turns per chat in a condition's two runs; their difference over the extra turns is one turn's count. A
-full collection of the worker's oldest objects (a few per thousand turns, each worth hundreds of turns' bytecodes of a
-shorter run) lands in one run or the other: many extra turns keep that from moving the figure by whole percents."""
+"""Measured turns per chat in a condition's two runs; their difference over the extra turns is one turn's count."""
 
 
-def count_instructions(given: dict[str, Any], clients: int, turns: int) -> int:
+def count_instructions(given: dict[str, Any], clients: int, turns: int) -> tuple[int, int]:
     """Instructions (callgrind's Ir, every thread) the one worker executes from the end of its warm-up to its exit,
-    having served `turns` measured turns in each of `clients` chats."""
+    having served `turns` measured turns in each of `clients` chats, and those of them in the cyclic collector."""
     with tempfile.TemporaryDirectory(prefix="serving-load-") as scratch:
         out = Path(scratch) / "callgrind.out"
         env = {**given["env"], **STRETCHED_FLUSHES, "BENCH_MODEL_LATENCY_S": str(MODEL_LATENCY_S * SLOWDOWN)}
@@ -467,7 +480,7 @@ def count_instructions(given: dict[str, Any], clients: int, turns: int) -> int:
         finally:
             stop(process, timeout=900)  # the count is written as the process exits
             asyncio.run(delete_chats(prefix))
-        return callgrind_total(out)
+        return callgrind_total(out), callgrind_gc(out)
 
 
 def print_instructions(clients: int, ratio: float) -> None:
@@ -491,12 +504,17 @@ def print_instructions(clients: int, ratio: float) -> None:
     finally:
         receiver.close()
     extra = clients * (COUNTED_TURNS[1] - COUNTED_TURNS[0])
-    per_turn = {name: (counted[name, COUNTED_TURNS[1]] - counted[name, COUNTED_TURNS[0]]) / extra for name in names}
-    print("| condition | instructions per turn | overhead |")
-    print("|---|---:|---:|")
+    turn, collector = ({name: (counted[name, COUNTED_TURNS[1]][part] - counted[name, COUNTED_TURNS[0]][part]) / extra
+                        for name in names} for part in (0, 1))
+    print("| condition | instructions per turn | overhead | in the cyclic GC | without the GC | overhead without |")
+    print("|---|---:|---:|---:|---:|---:|")
+    base, base_rest = turn["nothing on"], turn["nothing on"] - collector["nothing on"]
     for name in names:
-        overhead = "–" if name == "nothing on" else f"{(per_turn[name] / per_turn['nothing on'] - 1) * 100:+.1f} %"
-        print(f"| {name} | {per_turn[name]:,.0f} | {overhead} |", flush=True)
+        rest = turn[name] - collector[name]
+        overhead = "–" if name == "nothing on" else f"{(turn[name] / base - 1) * 100:+.1f} %"
+        overhead_rest = "–" if name == "nothing on" else f"{(rest / base_rest - 1) * 100:+.1f} %"
+        print(f"| {name} | {turn[name]:,.0f} | {overhead} | {collector[name]:,.0f} | {rest:,.0f} | {overhead_rest} |",
+              flush=True)
 
 
 def main() -> None:
