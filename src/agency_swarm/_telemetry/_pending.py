@@ -20,7 +20,6 @@ from collections.abc import Mapping
 from typing import Any
 
 _logger = logging.getLogger(__name__)
-_running_loop = asyncio._get_running_loop  # the running loop or None, without raising (C)
 
 FLUSH_VARIABLE = "AGENCY_SWARM_METRICS_FLUSH_SECONDS"
 DEFAULT_FLUSH_SECONDS = 1.0
@@ -145,8 +144,9 @@ class Buffers:
         there already (one scheduled on a loop that no longer runs may never run); with no loop running, written
         now. A thread runs one loop at a time: the loop a flush is scheduled on runs if it is this thread's running
         loop."""
-        running = _running_loop()
-        if running is None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
             pending.write()
             return
         if pending.loop is running:
