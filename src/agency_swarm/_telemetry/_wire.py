@@ -158,6 +158,11 @@ class KeyValues:
             return b""
 
 
+def _ids(span: Any) -> bytes:
+    """A `Span` message's first two fields: its trace id and span id."""
+    return _IDS.pack(0x0A, 0x10, span.trace_id.to_bytes(16, "big"), 0x12, 0x08, span.span_id.to_bytes(8, "big"))
+
+
 def flags(trace_flags: int, remote: bool) -> int:
     return (trace_flags & 0xFF) | HAS_IS_REMOTE | (IS_REMOTE if remote else 0)
 
@@ -193,33 +198,20 @@ class SpanWriter:
 
     def spans(self, spans: Iterable[Any]) -> bytes:
         """The spans as a `ScopeSpans`' repeated `spans` field, each a `Span` message with its fields in field-number
-        order as protobuf writes them. The usual span (a start and an end; no trace state, events, links or status;
-        attributes found encoded) is written here in one step, the rest by `_any_span`."""
+        order as protobuf writes them. The usual span (a start and an end; no trace state, events, links or status)
+        is written here in one step, the rest by `_any_span`."""
         written: list[bytes] = []
-        cached = self.span_values.cached.get if self.span_values.length_limit is None else None
-        names, one = self._names.get, self.span_values.one
         for span in spans:
             start, end = span.start_time, span.end_time
-            body = None
-            if cached is not None and start and end and span.status is None and not (
-                    span.trace_state or span.events or span.links):
-                kind = span.kind
-                try:
-                    attributes = b"".join([cached((key, value, value.__class__)) or one(key, value)
-                                           for key, value in span.attributes.items()])
-                except _ENCODING_ERRORS:  # an attribute protobuf cannot hold: `_any_span` leaves it out
-                    pass
-                else:
-                    parent = span.parent_id
-                    body = b"".join((
-                        _IDS.pack(0x0A, 0x10, span.trace_id.to_bytes(16, "big"), 0x12, 0x08,
-                                  span.span_id.to_bytes(8, "big")),
-                        b"\x22\x08" + parent.to_bytes(8, "big") if parent else b"",
-                        names((span.name, kind._value_)) or self._name_and_kind(span.name, kind),
-                        _TIMES.pack(0x39, start, 0x41, end), attributes,
-                        _FLAGS.pack(0x85, 0x01, span.trace_flags & 0xFF | (_REMOTE if span.remote_parent else _LOCAL)),
-                    ))
-            if body is None:
+            if start and end and span.status is None and not (span.trace_state or span.events or span.links):
+                parent = span.parent_id
+                body = b"".join((
+                    _ids(span), b"\x22\x08" + parent.to_bytes(8, "big") if parent else b"",
+                    self._name_and_kind(span.name, span.kind), _TIMES.pack(0x39, start, 0x41, end),
+                    self.span_values.all(span.attributes),
+                    _FLAGS.pack(0x85, 0x01, span.trace_flags & 0xFF | (_REMOTE if span.remote_parent else _LOCAL)),
+                ))
+            else:
                 body = self._any_span(span)
             size = len(body)
             written.append(b"\x12" + (_ONE_BYTE[size] if size < 0x80 else bytes((size & 0x7F | 0x80, size >> 7))
@@ -227,7 +219,7 @@ class SpanWriter:
         return b"".join(written)
 
     def _any_span(self, span: Any) -> bytes:
-        parts = [_IDS.pack(0x0A, 0x10, span.trace_id.to_bytes(16, "big"), 0x12, 0x08, span.span_id.to_bytes(8, "big"))]
+        parts = [_ids(span)]
         if span.trace_state:
             parts.append(_text(b"\x1a", trace_state(span.trace_state)))
         if span.parent_id:

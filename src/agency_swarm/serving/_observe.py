@@ -132,12 +132,12 @@ def read_headers(headers: list[tuple[bytes, bytes]], trace_fields: frozenset[byt
     digits (an id for log lines and support, not a secret: `random`, which each worker process seeds on its own,
     not the OS's entropy per request)."""
     given: bytes | None = None
-    seen_id = carries = False
+    carries = False
     for key, value in headers:
         key = key.lower()
         if key == REQUEST_ID_HEADER:
-            if not seen_id:
-                given, seen_id = value, True
+            if given is None:
+                given = value
         elif key in trace_fields:
             carries = True
     if given is not None and _GOOD_REQUEST_ID.fullmatch(given):
