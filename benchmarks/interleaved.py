@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/interleaved.py                       # W1,W2,W3,W3S,W4; 9 rounds of 300 turns
     .venv/bin/python benchmarks/interleaved.py --only W2 --rounds 5 --iters 200
+    .venv/bin/python benchmarks/interleaved.py --only W3S,W4S                 # W4S: the chain of 5, streamed
 
 Each round times `--iters` turns of the physical limit, then as many of ours, and keeps each side's median turn.
 Host preemption and collector pauses land in single turns, not in a round's median, and alternating the two sides
@@ -20,12 +21,14 @@ import bench_workloads as workloads
 from bench_systems import Ours
 
 DEFAULT = "W1,W2,W3,W3S,W4"
+STREAMED = ("W3S", "W4S")  # W4S (here only): the chain of W4 through the streaming API, every event consumed
 
 
 async def one_workload(system: Ours, workload: str, rounds: int, iters: int, warmup: int) -> dict[str, Any]:
-    stream = workload == "W3S"
-    plan = workloads.physical_plan(workload)
-    built = workloads.build(system, workload, 10)
+    stream = workload in STREAMED
+    shape = "W4" if workload == "W4S" else workload
+    plan = workloads.physical_plan(shape)
+    built = workloads.build(system, shape, 10)
     await workloads.check(system, built, stream)
     chat = built.chat
 
@@ -60,15 +63,15 @@ async def main(args: argparse.Namespace) -> None:
     print("| workload | physical limit, µs/turn | agency_swarm, µs/turn | ratio |")
     print("|---|---:|---:|---:|")
     for workload in args.only.split(","):
-        if workload not in workloads.TURN_WORKLOADS:
-            raise SystemExit(f"unknown workload {workload!r}; choose from {', '.join(workloads.TURN_WORKLOADS)}")
+        if workload not in (*workloads.TURN_WORKLOADS, "W4S"):
+            raise SystemExit(f"unknown workload {workload!r}; choose from {', '.join(workloads.TURN_WORKLOADS)}, W4S")
         found = await one_workload(system, workload, args.rounds, args.iters, args.warmup)
         print(row(workload, found), flush=True)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default=DEFAULT, help=f"comma list of turn workloads (default {DEFAULT}; W2sync too)")
+    parser.add_argument("--only", default=DEFAULT, help=f"comma list of turn workloads (default {DEFAULT}; W2sync, W4S too)")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--iters", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=50)

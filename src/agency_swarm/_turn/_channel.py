@@ -6,6 +6,8 @@ async generators that each event would climb. An event leaves the turn through `
 - `to_reader` (streaming): the turn yields the event itself; `drive`, which runs the whole turn with `send`, takes
   it and yields it to the reader, then resumes the turn. Any other await (a future, `sleep(0)`) passes through
   `drive` to the task untouched, and what the task sends or throws back goes to the turn.
+  A streamed model call read by nobody else hands its whole stream over instead (`Relay`): `drive` reads it and
+  yields each event from its own frame.
 - `None` (a blocking call without hooks): nobody reads events, so none is built. A blocking turn never emits
   through `to_reader` (hooks are called in place), so blocking calls await the turn coroutine without `drive`.
 - a queue (calls running in tasks of their own): the turn's own task takes them from there and emits them.
@@ -14,7 +16,7 @@ async generators that each event would climb. An event leaves the turn through `
 from __future__ import annotations
 
 import types
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Generator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable
 from typing import Any
 
 from .._base._errors import TurnCancelled
@@ -63,41 +65,77 @@ async def drive(start: TurnStart, finished: Callable[[], None] | None = None) ->
         send, throw = turn.send, turn.throw
         value: Any = None
         error: BaseException | None = None
-        reader_left = False
         while True:
             try:
                 yielded = send(value) if error is None else throw(error)
-                while isinstance(yielded, Event):  # the reader gets it; then the turn goes on at once
-                    try:
-                        yield yielded
-                    except GeneratorExit:
-                        reader_left = True
-                        break
-                    yielded = send(None)
             except (StopIteration, ReaderLeft, TurnCancelled):  # over; or its `cancelled` event was the last
                 return  # (`result` raises it)
-            if reader_left:
-                break  # the turn unwinds below, its events going nowhere
             value = error = None
-            try:
-                value = await _PassThrough(yielded)
-            except BaseException as exc:  # cancelled, typically: the turn gets it where it waits
-                error = exc
-        error = ReaderLeft()
-        while True:
-            try:
-                yielded = send(value) if error is None else throw(error)
-            except (StopIteration, ReaderLeft, TurnCancelled):  # ReaderLeft: only ever thrown in here; the turn is
-                return  # cleaned up, the generator closes as asked
-            value = error = None
-            if not isinstance(yielded, Event):
+            if isinstance(yielded, Event):  # the reader gets it; then the turn goes on at once
+                try:
+                    yield yielded
+                except GeneratorExit:
+                    break
+            elif type(yielded) is Relay:  # read here, each event yielded from this frame; the turn waits
+                step, next_event = yielded.step, yielded.events.__anext__
+                try:
+                    while True:
+                        made = step(await next_event())
+                        if isinstance(made, Event):
+                            yield made
+                        else:
+                            for event in made:
+                                yield event
+                except StopAsyncIteration:
+                    pass
+                except GeneratorExit:  # the reader left: the turn closes the stream where it waits
+                    break
+                except BaseException as exc:  # the stream failed (or was cancelled): raised where the turn waits
+                    error = exc
+            else:
                 try:
                     value = await _PassThrough(yielded)
-                except BaseException as exc:
+                except BaseException as exc:  # cancelled, typically: the turn gets it where it waits
                     error = exc
+        await _unwind(send, throw)
     finally:
         if finished is not None:
             finished()
+
+
+async def _unwind(send: Callable[[Any], Any], throw: Callable[[BaseException], Any]) -> None:
+    """The reader left: `ReaderLeft` is raised in the turn, whose clean-up runs to its end; its events go nowhere."""
+    value: Any = None
+    error: BaseException | None = ReaderLeft()
+    while True:
+        try:
+            yielded = send(value) if error is None else throw(error)
+        except (StopIteration, ReaderLeft, TurnCancelled):  # ReaderLeft: only ever thrown in here; the turn is
+            return  # cleaned up, the generator closes as asked
+        value = error = None
+        if type(yielded) is Relay:  # nobody reads a stream opened now
+            error = ReaderLeft()
+        elif not isinstance(yielded, Event):
+            try:
+                value = await _PassThrough(yielded)
+            except BaseException as exc:
+                error = exc
+
+
+class Relay:
+    """A model's stream handed to `drive` whole: `drive` reads it in its own frame and yields to the reader what
+    `step` makes of each event, so an event does not climb the turn's stack of coroutines (one frame per nested
+    agent, call and send) and back. `await relay` returns once the stream has ended; where the stream or `step`
+    failed, or the reader left, that is raised there instead."""
+
+    __slots__ = ("events", "step")
+
+    def __init__(self, events: AsyncIterator[Any], step: Callable[[Any], Event | Iterable[Event]]) -> None:
+        self.events = events
+        self.step = step
+
+    def __await__(self) -> Generator[Relay, None, None]:
+        yield self
 
 
 class ReaderLeft(BaseException):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Generator, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
@@ -18,6 +18,7 @@ from .._base._events import Event, HostedItem, raw_model_event, text_delta
 from .._base._items import stored_item
 from .._model._retry import Attempts, StreamCall
 from .._telemetry._watch import ModelCallWatch
+from ._channel import Relay, to_reader
 from ._history import model_history
 from ._outputs import HOSTED_ACTIVITY, unusual_items
 from ._setup import Setup
@@ -115,29 +116,63 @@ def _attempt(
 
 
 async def _streamed(turn: Turn, stream: StreamCall, attempts: Attempts) -> Response:
-    """A streamed attempt: every event to the reader (`raw`, and `text_delta` for text), the completed response."""
-    emit = turn.emit if turn.emit is not None else _nowhere
-    name, caller, depth, chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
-    completed: Response | None = None
+    """A streamed attempt: every event to the reader (`raw`, and `text_delta` for text), the completed response.
+
+    With the reader at the other end of the turn (`to_reader`), the stream goes to `drive` whole (`Relay`), which
+    reads it; otherwise (hooks, or a call in a task of its own) each event is emitted here."""
+    reading = _Reading(turn, stream, attempts)
+    emit = turn.emit
     try:
-        async for event in stream.events:
-            if not attempts.started:  # from here on, what failed cannot be tried again
-                attempts.started = True
-                stream.began()
-            await emit(raw_model_event(name, caller, depth, chat_id, event))
-            if event.type == "response.output_text.delta":
-                await emit(text_delta(name, caller, depth, chat_id, event.delta))
-            elif event.type in _LAST_EVENTS:
-                if event.type == "response.failed" or event.type == "error":
-                    raise ModelError(_stream_failure(event), agent=name, chat_id=chat_id, depth=depth)
-                completed = event.response
+        if emit is to_reader:
+            await Relay(stream.events, reading.step)
+        else:
+            emit = emit if emit is not None else _nowhere
+            async for event in stream.events:
+                made = reading.step(event)
+                if isinstance(made, Event):
+                    await emit(made)
+                else:
+                    for each in made:
+                        await emit(each)
     finally:
         await stream.aclose()
-    if completed is None:
-        raise ModelError(
-            "The model's stream ended before response.completed.", agent=name, chat_id=chat_id, depth=depth
-        )
-    return completed
+    if reading.completed is None:
+        raise ModelError("The model's stream ended before response.completed.", agent=reading.name,
+                         chat_id=reading.chat_id, depth=reading.depth)
+    return reading.completed
+
+
+class _Reading:
+    """What a streamed attempt makes of each event as it arrives, and the completed response it ends with."""
+
+    __slots__ = ("attempts", "caller", "chat_id", "completed", "depth", "name", "stream")
+
+    def __init__(self, turn: Turn, stream: StreamCall, attempts: Attempts) -> None:
+        self.name, self.caller, self.depth, self.chat_id = turn.agent.name, turn.caller, turn.depth, turn.run.chat_id
+        self.stream, self.attempts = stream, attempts
+        self.completed: Response | None = None
+
+    def step(self, event: Any) -> Event | Iterable[Event]:
+        """The reader's events for one of the model's: the event itself, and a `text_delta` for text. A failure
+        event is handed over before the error is raised."""
+        if not self.attempts.started:  # from here on, what failed cannot be tried again
+            self.attempts.started = True
+            self.stream.began()
+        raw = raw_model_event(self.name, self.caller, self.depth, self.chat_id, event)
+        kind = event.type
+        if kind == "response.output_text.delta":
+            return raw, text_delta(self.name, self.caller, self.depth, self.chat_id, event.delta)
+        if kind in _LAST_EVENTS:
+            if kind == "response.failed" or kind == "error":
+                return _then_raise(raw, ModelError(
+                    _stream_failure(event), agent=self.name, chat_id=self.chat_id, depth=self.depth))
+            self.completed = event.response
+        return raw
+
+
+def _then_raise(event: Event, error: ModelError) -> Iterator[Event]:
+    yield event
+    raise error
 
 
 _LAST_EVENTS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
