@@ -38,13 +38,13 @@ def test_compare_quick_prints_every_workload(tmp_path: Path) -> None:
 
 def test_the_interleaved_harness_prints_a_ratio_for_each_workload_it_is_given() -> None:
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "interleaved.py"), "--only", "W1,W3S", "--rounds", "1",
-         "--iters", "3", "--warmup", "1"],
+        [sys.executable, str(ROOT / "benchmarks" / "interleaved.py"), "--only", "W1,W3S,W4S,W2sync+hop", "--rounds",
+         "1", "--iters", "3", "--warmup", "1"],
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line for line in proc.stdout.splitlines() if line.startswith("| W")]
-    assert [row.split(" | ")[0] for row in rows] == ["| W1", "| W3S"]
+    assert [row.split(" | ")[0] for row in rows] == ["| W1", "| W3S", "| W4S", "| W2sync+hop"]
     for row in rows:
         cells = row.strip("| ").split(" | ")[1:]
         assert all(re.fullmatch(r"\d+\.\d+ \(\d+\.\d+\)", cell) for cell in cells), row
@@ -56,7 +56,7 @@ def test_the_interleaved_harness_names_the_workloads_it_knows() -> None:
         capture_output=True, text=True, timeout=300, cwd=ROOT, check=False,
     )
     assert proc.returncode != 0
-    assert "unknown workload 'W9'; choose from W1, W2, W2sync, W3, W3S, W4" in proc.stderr
+    assert "unknown workload 'W9'; choose from W1, W2, W2sync, W3, W3S, W4, W4S, W2sync+hop" in proc.stderr
 
 
 def test_the_model_in_context_harness_times_the_model_call_in_every_condition() -> None:
